@@ -1,0 +1,74 @@
+"""Shared pieces of the benchmarks: timing, rows, tables.
+
+Every ``bench/bench_*.py`` module defines ``run(quick: bool) -> list[BenchTable]``; ``bench/run.py``
+discovers and runs them in one process and writes one Markdown file.
+
+Timing rule: a function is called once to compile (warm-up), then ``repeats`` more times; the
+reported time is the median, each call ending in ``jax.block_until_ready`` on its outputs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import jax
+
+from jaxsample.report import markdown_table
+
+
+def time_fn(fn: Callable, *args, repeats: int = 5, **kwargs) -> tuple[float, object]:
+    """Median wall time (s) of ``fn(*args, **kwargs)`` after one warm-up call, and its output."""
+    out = jax.block_until_ready(fn(*args, **kwargs))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(fn(*args, **kwargs))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+@dataclass
+class Row:
+    """One method on one case. ``metrics`` maps a column name to a value (float, int or str).
+
+    ``peer=True`` marks the row the other rows of the same case are compared with; the table's
+    ``speed-up`` column is ``peer seconds / seconds`` (above 1: faster than the peer).
+    """
+
+    case: str
+    method: str
+    metrics: dict
+    seconds: float | None = None
+    peer: bool = False
+
+
+@dataclass
+class BenchTable:
+    """A titled table of rows with optional notes (goals met or missed, set-up)."""
+
+    title: str
+    rows: list[Row]
+    notes: Sequence[str] = field(default_factory=list)
+
+    def to_markdown(self) -> str:
+        metric_names: list[str] = []
+        for row in self.rows:
+            for name in row.metrics:
+                if name not in metric_names:
+                    metric_names.append(name)
+        peer_time = {r.case: r.seconds for r in self.rows if r.peer and r.seconds}
+        headers = ["case", "method", *metric_names, "time (s)", "speed-up vs peer"]
+        body = []
+        for r in self.rows:
+            ratio = None
+            if r.seconds and r.case in peer_time:
+                ratio = "peer" if r.peer else f"{peer_time[r.case] / r.seconds:.2f}x"
+            body.append([r.case, r.method, *(r.metrics.get(m) for m in metric_names),
+                         r.seconds, ratio])
+        parts = [f"### {self.title}", "", markdown_table(headers, body)]
+        if self.notes:
+            parts += [""] + [f"- {note}" for note in self.notes]
+        return "\n".join(parts)

@@ -1,0 +1,5 @@
+import sys
+
+from jaxsample.cli import main
+
+sys.exit(main())

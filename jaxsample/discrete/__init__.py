@@ -1,0 +1,1 @@
+"""Samplers for uniform-noise discrete diffusion and flow models."""

@@ -1,0 +1,1 @@
+"""Interacting-particle samplers (ETD, MM-SOLD and their baselines)."""
