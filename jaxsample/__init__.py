@@ -8,13 +8,30 @@ GPU and TPU. Iterative samplers follow one convention (BlackJAX's)::
     state, info = alg.step(key, state)
     state, trace = jaxsample.run(key, alg, state, num_steps=500)
 
-One-shot samplers are plain functions ``sample(key, ...) -> (samples, info)`` in their modules.
+One-shot samplers are plain functions ``sample(key, ...) -> (samples, info)`` in their modules:
+:mod:`jaxsample.discrete` (SHS), :mod:`jaxsample.gaussian`, :mod:`jaxsample.softmax`.
+
+Method modules load on first use, so ``import jaxsample`` stays cheap.
 """
+
+import importlib
 
 from jaxsample.core import SamplingAlgorithm, run
 from jaxsample.progress import ProgressMeter, TextProgress, TqdmProgress
 
 __version__ = "0.1.0"
+
+# public name -> (module, attribute or None for the module itself)
+_LAZY = {
+    "diagnostics": ("jaxsample.diagnostics", None),
+    "targets": ("jaxsample.targets", None),
+    "sharding": ("jaxsample.sharding", None),
+    "discrete": ("jaxsample.discrete", None),
+    "gaussian": ("jaxsample.gaussian", None),
+    "softmax": ("jaxsample.softmax", None),
+    "etd": ("jaxsample.particles.etd", "etd"),
+    "mmsold": ("jaxsample.particles.mmsold", "mmsold"),
+}
 
 __all__ = [
     "ProgressMeter",
@@ -22,4 +39,19 @@ __all__ = [
     "TextProgress",
     "TqdmProgress",
     "run",
+    *_LAZY,
 ]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module_name, attribute = _LAZY[name]
+        module = importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'jaxsample' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
