@@ -66,7 +66,7 @@ class ProgressMeter:
         """Host side: a run begins (called before its first report)."""
 
     def on_update(self, step: int, num_steps: int, elapsed: float) -> None:
-        """Host side: ``step`` of ``num_steps`` is done, ``elapsed`` seconds since the first report."""
+        """Host side: ``step`` of ``num_steps`` done, ``elapsed`` seconds after the first report."""
 
     def on_finish(self, num_steps: int, elapsed: float) -> None:
         """Host side: the last step is done."""
