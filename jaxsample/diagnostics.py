@@ -306,8 +306,9 @@ def ess(chains):
     """Bulk effective sample size: rank-normalised split chains, Geyer's initial monotone sequence.
 
     ``ESS = M·N / τ`` with ``τ = −1 + 2 Σ_k P_k + ρ̂_{2K+2}⁺``, ``P_k = ρ̂_{2k} + ρ̂_{2k+1}`` summed
-    while positive (k ≤ K) and made non-increasing, ``ρ̂_t = 1 − (W − mean_m acov_{m,t}) / var⁺`` (Stan / Vehtari et al.
-    2021). For an AR(1) chain with coefficient φ, ESS/N → (1 − φ)/(1 + φ).
+    while positive (k ≤ K) and made non-increasing, and
+    ``ρ̂_t = 1 − (W − mean_m acov_{m,t}) / var⁺`` (Stan; Vehtari et al. 2021).
+    For an AR(1) chain with coefficient φ, ESS/N → (1 − φ)/(1 + φ).
 
     Args:
         chains: ``(num_chains, num_draws)`` or ``(num_chains, num_draws, dim)``.
