@@ -12,6 +12,7 @@ Passing ``progress=None`` (the default) adds nothing at all to the computation.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import TextIO
@@ -42,14 +43,11 @@ class ProgressMeter:
         """Traced side: called by :func:`jaxsample.run` once per step inside the scan."""
         every = self.every or max(1, num_steps // 10)
         due = jnp.logical_or(step % every == 0, step == num_steps)
-        jax.lax.cond(
-            due,
-            lambda s: jax.debug.callback(self._host_report, s, num_steps),
-            lambda s: None,
-            step,
-        )
+        # num_steps is static: bind it on the host side, not as a (traced) callback operand
+        host_report = functools.partial(self._host_report, num_steps=num_steps)
+        jax.lax.cond(due, lambda s: jax.debug.callback(host_report, s), lambda s: None, step)
 
-    def _host_report(self, step, num_steps: int) -> None:
+    def _host_report(self, step, *, num_steps: int) -> None:
         step = int(step)
         if step == self._last_step:  # the same step again: another element of a vmapped batch
             return

@@ -1,0 +1,142 @@
+"""The run driver and progress meters."""
+
+import io
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsample
+from jaxsample import SamplingAlgorithm, TextProgress, run
+
+
+def ar1_algorithm(rho=0.9, trace_counter=None):
+    def step(key, x):
+        if trace_counter is not None:
+            trace_counter.append(1)
+        new = rho * x + jax.random.normal(key, x.shape, x.dtype)
+        return new, {"mean": jnp.mean(new)}
+
+    return SamplingAlgorithm(init=lambda x: x, step=step)
+
+
+def test_run_equals_hand_loop(dtype):
+    alg = ar1_algorithm()
+    key = jax.random.key(3)
+    x0 = jnp.zeros(5, dtype)
+    final, trace = run(key, alg, alg.init(x0), 20)
+    state = x0
+    means = []
+    for k in jax.random.split(key, 20):
+        state, info = alg.step(k, state)
+        means.append(info["mean"])
+    np.testing.assert_allclose(final, state, rtol=1e-6)
+    np.testing.assert_allclose(trace["mean"], jnp.stack(means), rtol=1e-6)
+    assert final.dtype == dtype and trace["mean"].shape == (20,)
+
+
+def test_transform_chooses_trace():
+    alg = ar1_algorithm()
+    final, positions = run(jax.random.key(0), alg, jnp.zeros(3), 7,
+                           transform=lambda state, info: state)
+    assert positions.shape == (7, 3)
+    np.testing.assert_array_equal(positions[-1], final)
+
+
+def test_vmap_over_chains_matches_per_chain_runs():
+    alg = ar1_algorithm()
+    keys = jax.random.split(jax.random.key(1), 4)
+    x0 = jnp.arange(8.0).reshape(4, 2)
+    finals, traces = jax.vmap(lambda k, x: run(k, alg, x, 10))(keys, x0)
+    for i in range(4):
+        final_i, trace_i = run(keys[i], alg, x0[i], 10)
+        np.testing.assert_allclose(finals[i], final_i, rtol=1e-6)
+        np.testing.assert_allclose(traces["mean"][i], trace_i["mean"], rtol=1e-6)
+
+
+def test_jit_of_run_and_single_compile():
+    counter = []
+    alg = ar1_algorithm(trace_counter=counter)
+    run(jax.random.key(0), alg, jnp.zeros(2), 5)
+    run(jax.random.key(1), alg, jnp.ones(2), 5)  # same shapes and algorithm: cached
+    assert len(counter) == 1
+    jitted = jax.jit(lambda k, x: run(k, alg, x, 5))
+    np.testing.assert_allclose(jitted(jax.random.key(1), jnp.ones(2))[0],
+                               run(jax.random.key(1), alg, jnp.ones(2), 5)[0], rtol=1e-6)
+
+
+def test_grad_through_run():
+    alg = SamplingAlgorithm(init=lambda x: x, step=lambda k, x: (0.5 * x + 1.0, None))
+
+    def final_sum(x0):
+        return jnp.sum(run(jax.random.key(0), alg, x0, 3)[0])
+
+    # x3 = x0 / 8 + const, so the gradient is 1/8 per coordinate
+    np.testing.assert_allclose(jax.grad(final_sum)(jnp.zeros(2)), [0.125, 0.125])
+
+
+def test_progress_reports_under_jit_and_vmap():
+    alg = ar1_algorithm()
+    out = io.StringIO()
+    meter = TextProgress(every=5, file=out)
+    run_fn = jax.jit(jax.vmap(lambda k, x: run(k, alg, x, 20, progress=meter)))
+    run_fn(jax.random.split(jax.random.key(0), 3), jnp.zeros((3, 2)))
+    jax.effects_barrier()
+    # one line per reported step, not one per chain
+    assert meter.steps_reported == [5, 10, 15, 20]
+    assert len(out.getvalue().splitlines()) == 4
+    # a second run of the compiled function reports again from the start
+    run_fn(jax.random.split(jax.random.key(1), 3), jnp.zeros((3, 2)))
+    jax.effects_barrier()
+    assert meter.steps_reported == [5, 10, 15, 20]
+
+
+def test_progress_under_grad():
+    alg = SamplingAlgorithm(init=lambda x: x, step=lambda k, x: (0.5 * x, None))
+    meter = TextProgress(every=2, file=io.StringIO())
+    grad = jax.grad(lambda x: jnp.sum(run(jax.random.key(0), alg, x, 4, progress=meter)[0]))
+    np.testing.assert_allclose(grad(jnp.ones(2)), [0.0625, 0.0625])
+    jax.effects_barrier()
+    assert meter.steps_reported[-1] == 4
+
+
+def test_no_progress_adds_no_callback():
+    alg = ar1_algorithm()
+    plain = str(jax.make_jaxpr(lambda k, x: run(k, alg, x, 4))(jax.random.key(0), jnp.zeros(2)))
+    meter = TextProgress(file=io.StringIO())
+    metered = str(jax.make_jaxpr(lambda k, x: run(k, alg, x, 4, progress=meter))(
+        jax.random.key(0), jnp.zeros(2)))
+    assert "callback" not in plain and "callback" in metered
+
+
+def test_tqdm_progress():
+    pytest.importorskip("tqdm")
+    meter = jaxsample.TqdmProgress(every=2, file=io.StringIO())
+    run(jax.random.key(0), ar1_algorithm(), jnp.zeros(2), 6, progress=meter)
+    jax.effects_barrier()
+    assert meter._bar.n == 6
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"num_steps": 0}, ValueError, "num_steps"),
+        ({"num_steps": 2.0}, TypeError, "num_steps"),
+        ({"num_steps": 3, "transform": 1}, TypeError, "transform"),
+        ({"num_steps": 3, "progress": "yes"}, TypeError, "progress"),
+    ],
+)
+def test_run_rejects_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        run(jax.random.key(0), ar1_algorithm(), jnp.zeros(2), **kwargs)
+
+
+def test_run_rejects_non_algorithm():
+    with pytest.raises(TypeError, match="algorithm"):
+        run(jax.random.key(0), (lambda x: x, lambda k, x: (x, None)), jnp.zeros(2), 3)
+
+
+def test_meter_rejects_bad_every():
+    with pytest.raises(ValueError, match="every"):
+        TextProgress(every=0)
