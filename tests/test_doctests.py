@@ -4,10 +4,10 @@ import doctest
 import importlib
 import pkgutil
 
-import jaxsample.kernels
 import pytest
 
 import jaxsample
+import jaxsample.kernels
 
 
 def _modules():
