@@ -1,0 +1,194 @@
+"""Stay-vs-replace decompositions of three uniform-noise discrete generative processes.
+
+All three share the uniform path: a clean token ``x0`` is seen through the channel
+:math:`q_\\alpha(x \\mid x_0) = \\alpha\\,\\mathbb{1}[x = x_0] + (1 - \\alpha)/K` at *signal level*
+:math:`\\alpha \\in [0, 1]` (0: pure noise, 1: data), so one clean-token denoiser
+:math:`p_\\theta(x_0^i = a \\mid x)` (``denoiser(tokens, signal)``) drives all of them. Generation
+climbs a grid :math:`\\alpha_0 < \\dots < \\alpha_N = 1`: the model is called at
+:math:`\\alpha_0, \\dots, \\alpha_{N-1}` (``N`` = NFE), steps :math:`k < N - 1` are stay-vs-replace
+steps :math:`\\alpha_k \\to \\alpha_{k+1}`, and the last call feeds a final denoise draw of every
+position, so no process ever evaluates its rate at :math:`\\alpha = 1`.
+
+For each step a process gives, per position ``i`` holding token ``x``, nonnegative *jump weights*
+:math:`w(y)` for :math:`y \\ne x` (returned as logs, ``-inf`` at ``x``). Their sum is the jump mass
+:math:`\\Delta = \\sum_y w(y)` handed to the jump rule, and the destination law is
+:math:`d(y) \\propto w(y)`. Everything is written with :math:`S_x = 1 - p(x)` computed as a
+logsumexp over :math:`a \\ne x`, so that no weight is a difference of probabilities.
+
+* :class:`DTMC` — D3PM/UDLM-uniform ancestral step with :math:`\\alpha_t = 1 - t`.
+* :class:`CTMC` — the exact reverse generator of the uniform forward process (SEDD-uniform,
+  continuous-time UDLM), Euler/τ-leaping; starts at :math:`\\alpha_0 = \\varepsilon` because its
+  hazard diverges at pure noise.
+* :class:`Flow` — discrete flow matching with a uniform source and :math:`\\kappa_t = t`; its hazard
+  diverges at the data end, which the final denoise step replaces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["CTMC", "DTMC", "Flow", "PROCESSES"]
+
+
+def _is_current(tokens: jax.Array, vocab_size: int) -> jax.Array:
+    """One-hot mask ``(B, L, K)`` of the current tokens ``(B, L)``."""
+    return tokens[..., None] == jnp.arange(vocab_size, dtype=tokens.dtype)[None, None, :]
+
+
+def _current_and_rest(log_posterior: jax.Array, tokens: jax.Array):
+    """Log p(x) at the current token, log S_x = log(1 − p(x)), and the one-hot mask of x."""
+    is_current = _is_current(tokens, log_posterior.shape[-1])
+    neg_inf = jnp.asarray(-jnp.inf, log_posterior.dtype)
+    log_p_current = jnp.sum(jnp.where(is_current, log_posterior, 0), axis=-1)
+    log_rest = jax.nn.logsumexp(jnp.where(is_current, neg_inf, log_posterior), axis=-1)
+    return log_p_current, log_rest, is_current
+
+
+def _mask_current(log_weights: jax.Array, is_current: jax.Array) -> jax.Array:
+    return jnp.where(is_current, jnp.asarray(-jnp.inf, log_weights.dtype), log_weights)
+
+
+@dataclasses.dataclass(frozen=True)
+class DTMC:
+    """Ancestral D3PM/UDLM step under uniform noise (:math:`\\alpha_t = 1 - t`, uniform grid in t).
+
+    For a step from signal :math:`a = \\alpha_t` to :math:`b = \\alpha_s > a`, Bayes' rule on the
+    uniform channel gives, for :math:`y \\ne x` (the current token),
+
+    .. math::
+        p_\\theta(x_s = y \\mid x_t) = \\underbrace{\\frac{b - a}{1 - a}}_{A}\\,p(y)
+        + \\underbrace{\\frac{(b - a)(1 - b)}{K b}
+          \\Big[\\frac{p(x)}{K a + 1 - a} + \\frac{S_x}{1 - a}\\Big]}_{B},
+
+    with :math:`p = p_\\theta(x_0 \\mid x_t)` and :math:`S_x = 1 - p(x)`. These are the jump weights;
+    the jump mass is :math:`\\Delta = 1 - p_\\text{stay} = A S_x + (K - 1) B`, and the Bernoulli rule
+    jumps with probability :math:`\\Delta` (so both rules share each step's jump probability).
+    Grid: :math:`\\alpha_k = k/N`; the step to :math:`\\alpha = 1` is exactly the denoise draw.
+
+    Reference: Austin et al. 2021 (D3PM, arXiv:2107.03006); Schiff et al. 2024 (UDLM,
+    arXiv:2412.10193).
+    """
+
+    name = "dtmc"
+
+    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
+        """Signal levels :math:`\\alpha_k = k / N`, ``k = 0..N``, shape ``(N + 1,)``."""
+        return jnp.arange(num_steps + 1, dtype=dtype) / jnp.asarray(num_steps, dtype)
+
+    def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
+        """Log jump weights ``(B, L, K)`` (``-inf`` at the current token) for one step.
+
+        Args:
+            log_posterior: normalised log :math:`p_\\theta(x_0 \\mid x_t)`, shape ``(B, L, K)``.
+            tokens: current tokens ``(B, L)``.
+            signal: :math:`\\alpha_t`, scalar; ``next_signal``: :math:`\\alpha_s > \\alpha_t`.
+        """
+        a, b = signal, next_signal
+        k = jnp.asarray(log_posterior.shape[-1], log_posterior.dtype)
+        log_p_current, log_rest, is_current = _current_and_rest(log_posterior, tokens)
+        log_a = jnp.log(b - a) - jnp.log1p(-a)
+        log_b = (jnp.log(b - a) + jnp.log1p(-b) - jnp.log(k * b)) + jnp.logaddexp(
+            log_p_current - jnp.log(k * a + 1 - a), log_rest - jnp.log1p(-a)
+        )
+        log_weights = jnp.logaddexp(log_a + log_posterior, log_b[..., None])
+        return _mask_current(log_weights, is_current)
+
+    def jump_probability(self, jump_mass: jax.Array) -> jax.Array:
+        """Bernoulli jump probability: the DTMC jump mass is already a probability."""
+        return jump_mass
+
+
+@dataclasses.dataclass(frozen=True)
+class CTMC:
+    """Euler/τ-leaping on the exact reverse of the uniform forward CTMC (SEDD-uniform).
+
+    Forward generator per position :math:`Q = \\beta(\\mathbb{1}\\mathbb{1}^\\top / K - I)` with
+    :math:`\\beta = -\\dot\\alpha/\\alpha = 1/\\alpha` for :math:`\\alpha_t = 1 - t`. The reverse rate
+    to :math:`y \\ne x` is :math:`\\hat R(x \\to y) = (\\beta/K)\\,\\sum_a p(a)\\,
+    q_\\alpha(y \\mid a) / q_\\alpha(x \\mid a)` (SEDD's concrete score), which with
+    :math:`m = (1 - \\alpha)/K` is the sum of three nonnegative terms
+
+    .. math::
+        \\hat R(x \\to y) = \\frac{1}{\\alpha K}\\Big[p(x)\\,\\frac{m}{\\alpha + m} + S_x
+        + p(y)\\,\\frac{\\alpha}{m}\\Big].
+
+    The jump weights over a step of length :math:`\\delta\\alpha` are :math:`\\hat R\\,\\delta\\alpha`
+    (so :math:`\\Delta = \\lambda\\,\\delta\\alpha` with the hazard :math:`\\lambda = \\sum_y \\hat R`),
+    and the Bernoulli rule jumps with probability :math:`1 - e^{-\\Delta}` (at least one event).
+    The hazard diverges at :math:`\\alpha = 0`, so the grid is
+    :math:`\\alpha_k = \\varepsilon + (1 - \\varepsilon) k / N`; the first steps carry
+    :math:`\\Delta \\gg 1` (a near-certain move between near-uniform states).
+
+    Args:
+        eps: the smallest signal level (``t = 1 − eps`` in diffusion time), in ``(0, 1)``.
+
+    Reference: Campbell et al. 2022 (arXiv:2205.14987); Lou et al. 2024 (SEDD, arXiv:2310.16834).
+    """
+
+    eps: float = 1e-3
+    name = "ctmc"
+
+    def __post_init__(self):
+        if not 0.0 < float(self.eps) < 1.0:
+            raise ValueError(f"CTMC eps must be in (0, 1), got {self.eps}")
+
+    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
+        """Signal levels :math:`\\varepsilon + (1 - \\varepsilon) k / N`, ``k = 0..N``."""
+        eps = jnp.asarray(self.eps, dtype)
+        return eps + (1 - eps) * (jnp.arange(num_steps + 1, dtype=dtype) / num_steps)
+
+    def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
+        """Log of :math:`\\hat R(x \\to y)\\,(\\alpha_{k+1} - \\alpha_k)`, shape ``(B, L, K)``."""
+        alpha = signal
+        k = jnp.asarray(log_posterior.shape[-1], log_posterior.dtype)
+        log_m = jnp.log1p(-alpha) - jnp.log(k)
+        log_p_current, log_rest, is_current = _current_and_rest(log_posterior, tokens)
+        log_stay_term = log_p_current + log_m - jnp.log(alpha + jnp.exp(log_m))
+        log_rate = jnp.logaddexp(
+            jnp.logaddexp(log_stay_term, log_rest)[..., None],
+            log_posterior + (jnp.log(alpha) - log_m),
+        )
+        log_scale = jnp.log(next_signal - signal) - jnp.log(alpha * k)
+        return _mask_current(log_rate + log_scale, is_current)
+
+    def jump_probability(self, jump_mass: jax.Array) -> jax.Array:
+        """Bernoulli jump probability :math:`1 - e^{-\\Delta}`."""
+        return -jnp.expm1(-jump_mass)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flow:
+    """Discrete flow matching with a uniform source and the linear path :math:`\\kappa_t = t`.
+
+    The factorised rate :math:`u(y \\mid x) = \\dot\\kappa/(1 - \\kappa)\\, p_{1|t}(y \\mid x_t)`,
+    :math:`y \\ne x`, generates the mixture path :math:`\\kappa\\,\\delta_{x_1} + (1 - \\kappa)/K`
+    (a different generator from :class:`CTMC` with the same marginals). Jump weights over a step
+    :math:`\\delta\\kappa` are :math:`u\\,\\delta\\kappa`, hazard
+    :math:`\\lambda = (1 - p(x))/(1 - \\kappa)`, and the Bernoulli rule jumps with probability
+    :math:`1 - e^{-\\Delta}`. Grid :math:`\\kappa_k = k/N`: the model is never called at
+    :math:`\\kappa = 1`, where the hazard diverges; the last interval is the denoise draw.
+
+    Reference: Gat et al. 2024 (arXiv:2407.15595); Campbell et al. 2024 (arXiv:2402.04997).
+    """
+
+    name = "flow"
+
+    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
+        """Signal levels :math:`\\kappa_k = k / N`, ``k = 0..N``."""
+        return jnp.arange(num_steps + 1, dtype=dtype) / jnp.asarray(num_steps, dtype)
+
+    def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
+        """Log of :math:`u(y \\mid x)\\,(\\kappa_{k+1} - \\kappa_k)`, shape ``(B, L, K)``."""
+        is_current = _is_current(tokens, log_posterior.shape[-1])
+        log_scale = jnp.log(next_signal - signal) - jnp.log1p(-signal)
+        return _mask_current(log_posterior + log_scale, is_current)
+
+    def jump_probability(self, jump_mass: jax.Array) -> jax.Array:
+        """Bernoulli jump probability :math:`1 - e^{-\\Delta}`."""
+        return -jnp.expm1(-jump_mass)
+
+
+PROCESSES = {"dtmc": DTMC, "ctmc": CTMC, "flow": Flow}
