@@ -214,6 +214,27 @@ def sample(
     )
 
 
+def _stay_or_replace(key, tokens, phase, log_weights, jumps, jump_probability):
+    """One stay-vs-replace step shared by both rules: only the jump decision differs.
+
+    ``log_weights`` ``(B, L, K)`` are the log jump weights (``-inf`` at the current token); their
+    sum is the jump mass Δ. The key is split the same way for both rules, so the destination
+    draw ``y ~ w / Δ`` is the same random variable under either rule.
+
+    Returns ``(tokens, phase, jump, crossings, jump_mass)``.
+    """
+    dest_key, coin_key = jax.random.split(key)
+    jump_mass = jnp.exp(jax.nn.logsumexp(log_weights, axis=-1))
+    if jumps == "stratified":
+        crossings, phase = hazard.stratified_jumps(phase, jump_mass)
+        jump = crossings >= 1
+    else:
+        jump = hazard.bernoulli_jumps(coin_key, jump_probability(jump_mass))
+        crossings = jump.astype(jump_mass.dtype)
+    proposal = jax.random.categorical(dest_key, log_weights, axis=-1).astype(jnp.int32)
+    return jnp.where(jump, proposal, tokens), phase, jump, crossings, jump_mass
+
+
 @eqx.filter_jit
 def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vocab_size,
             num_steps, dtype):
@@ -241,18 +262,12 @@ def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vo
     def step(carry, xs):
         tokens, phase, jumps_so_far, crossings, cum_hazard, nonfinite = carry
         step_key, signal, next_signal = xs
-        dest_key, coin_key = jax.random.split(step_key)
         log_posterior, bad = posterior(tokens, signal)
         log_weights = process.log_jump_weights(log_posterior, tokens, signal, next_signal)
-        jump_mass = jnp.exp(jax.nn.logsumexp(log_weights, axis=-1))
-        if jumps == "stratified":
-            n, phase = hazard.stratified_jumps(phase, jump_mass)
-            jump = n >= 1
-        else:
-            jump = hazard.bernoulli_jumps(coin_key, process.jump_probability(jump_mass))
-            n = jump.astype(dtype)
-        proposal = jax.random.categorical(dest_key, log_weights, axis=-1).astype(jnp.int32)
-        tokens = constrain(jnp.where(jump, proposal, tokens))
+        tokens, phase, jump, n, jump_mass = _stay_or_replace(
+            step_key, tokens, phase, log_weights, jumps, process.jump_probability
+        )
+        tokens = constrain(tokens)
         carry = (
             tokens,
             phase,
