@@ -263,7 +263,7 @@ def rhat(chains):
     raw = jnp.asarray(chains)
     split = _as_chains(raw)
     bulk = _rhat_basic(_rank_normalise(split))
-    folded = jnp.abs(split - jnp.median(split.reshape(-1, split.shape[-1]), axis=0))
+    folded = jnp.abs(split - jnp.median(split.reshape(-1, split.shape[-1]), axis=0)[None, None])
     tail = _rhat_basic(_rank_normalise(folded))
     out = jnp.maximum(bulk, tail)
     return out[0] if raw.ndim == 2 else out
