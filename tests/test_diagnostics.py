@@ -104,12 +104,13 @@ def test_sliced_wasserstein_1d_is_exact_w2(dtype):
 
 
 def test_sliced_wasserstein_translation():
-    # For y = x + c, SW_2² = E_θ (θ·c)² = |c|²/d; per direction u² = (θ·c)²/|c|² ~ Beta(1/2, (d-1)/2)
-    # with mean 1/d and variance 2(d-1)/(d²(d+2)).
+    # For y = x + c, SW_2² = E_θ (θ·c)² = |c|²/d; per direction u² = (θ·c)²/|c|² follows
+    # Beta(1/2, (d-1)/2), with mean 1/d and variance 2(d-1)/(d²(d+2)).
     d, num_projections = 3, 4096
     c = jnp.array([1.0, -2.0, 0.5])
     x = jax.random.normal(jax.random.key(0), (50, d))
-    sw2 = float(diagnostics.sliced_wasserstein(jax.random.key(1), x, x + c[None, :], num_projections)) ** 2
+    sw = diagnostics.sliced_wasserstein(jax.random.key(1), x, x + c[None, :], num_projections)
+    sw2 = float(sw) ** 2
     norm2 = float(jnp.sum(c * c))
     se = norm2 * math.sqrt(2 * (d - 1) / (d**2 * (d + 2)) / num_projections)
     assert abs(sw2 - norm2 / d) < Z * se
