@@ -26,8 +26,9 @@ def _grid_integral(logdensity, lo, hi, num=801):
     [
         (lambda: targets.Gaussian(jnp.array([0.5, -1.0]), jnp.array([[2.0, 0.6], [0.6, 1.0]])),
          ((-9, -9), (9, 8))),
-        (lambda: targets.GaussianMixture(jnp.array([[-3.0, 0.0], [3.0, 1.0]]), jnp.array([1.0, 0.5]),
-                                         jnp.array([0.3, 0.7])), ((-10, -7), (8, 7))),
+        (lambda: targets.GaussianMixture(jnp.array([[-3.0, 0.0], [3.0, 1.0]]),
+                                         jnp.array([1.0, 0.5]), jnp.array([0.3, 0.7])),
+         ((-10, -7), (8, 7))),
         (lambda: targets.Banana(), ((-60, -60), (60, 400))),
         (lambda: targets.Funnel(dim=2, sigma_v=1.0), ((-7, -12), (7, 12))),
     ],
