@@ -73,8 +73,9 @@ def _pairwise_sum(fn: Callable, x, y, chunk_size):
 
 
 def _safe_sqrt(sq):
+    """sqrt with a finite gradient at 0 (coincident points) that still propagates NaN."""
     positive = sq > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1)), 0)
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1)), sq)
 
 
 def energy_distance(x, y, *, chunk_size: int | None = None):

@@ -1,0 +1,85 @@
+"""Demo section: the run driver with a progress meter, and the diagnostics against exact samples.
+
+Unadjusted Langevin (x ← x + h∇log p(x) + √(2h) ξ) on a correlated 2-D Gaussian, 500 chains vmapped
+through :func:`jaxsample.run`. Its stationary law is biased by O(h); the distances to exact samples
+show that bias growing with h, next to the noise floor of a second exact sample.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from jaxsample import SamplingAlgorithm, TextProgress, diagnostics, run
+from jaxsample.demo import Section, SectionReport
+from jaxsample.targets import Gaussian
+
+
+def _langevin(score_fn, step_size):
+    def step(key, x):
+        noise = jax.random.normal(key, x.shape, x.dtype)
+        x = x + step_size * score_fn(x) + jnp.sqrt(2.0 * step_size) * noise
+        return x, {"finite": jnp.all(jnp.isfinite(x))}
+
+    return SamplingAlgorithm(init=lambda x: x, step=step)
+
+
+def _run(key: jax.Array, outdir: Path) -> SectionReport:
+    import matplotlib.pyplot as plt
+
+    target = Gaussian(jnp.array([1.0, -1.0]), jnp.array([[1.0, 0.8], [0.8, 1.0]]))
+    num_chains, num_steps, keep = 500, 1000, 500
+    key_ref, key_floor, key_init, key_run, key_sw = jax.random.split(key, 5)
+    reference = target.sample(key_ref, num_chains)
+    rows = []
+
+    def metrics(samples):
+        return [float(diagnostics.energy_distance(samples, reference)),
+                float(diagnostics.mmd(samples, reference, bandwidth=1.0)),
+                float(diagnostics.sliced_wasserstein(key_sw, samples, reference, 64)),
+                float(diagnostics.damv(samples, jnp.diag(target.cov)))]
+
+    floor = target.sample(key_floor, num_chains)
+    rows.append(["exact samples (noise floor)", *metrics(floor), "-", "-"])
+    finals = {}
+    for step_size in (0.05, 0.3):
+        alg = _langevin(target.score, step_size)
+        x0 = 3.0 * jax.random.normal(key_init, (num_chains, 2))
+        meter = TextProgress(every=num_steps // 4, file=sys.stdout) if step_size == 0.05 else None
+
+        def chain(k, x, alg=alg, meter=meter):
+            return run(k, alg, x, num_steps, transform=lambda s, i: s, progress=meter)
+
+        final, path = jax.vmap(chain)(jax.random.split(key_run, num_chains), x0)
+        jax.effects_barrier()
+        tail = path[:, -keep:, 0]  # first coordinate, last draws, (chains, draws)
+        rows.append([f"ULA h={step_size}", *metrics(final),
+                     float(diagnostics.ess(tail)), float(diagnostics.rhat(tail))])
+        finals[step_size] = final
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 4), sharex=True, sharey=True)
+    for ax, (step_size, final) in zip(axes, finals.items(), strict=True):
+        ax.scatter(reference[:, 0], reference[:, 1], s=4, alpha=0.4, label="exact")
+        ax.scatter(final[:, 0], final[:, 1], s=4, alpha=0.4, label=f"ULA h={step_size}")
+        ax.set_title(f"ULA, h = {step_size}")
+        ax.legend(loc="upper left")
+    fig.tight_layout()
+    path = Path(outdir) / "basics_langevin.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return SectionReport(
+        headers=["samples", "energy dist.", "MMD²", "sliced W2", "DAMV", "bulk ESS", "R-hat"],
+        rows=rows,
+        figures=[path],
+        note=("ULA's O(h) bias shows in the distances at h = 0.3 (inflated variance: DAMV > 1); "
+              "at h = 0.05 it sits near the exact-sample noise floor. ESS/R-hat over 500 chains x "
+              f"the last {keep} draws of x1: at h = 0.05 the slow direction's autocorrelation time "
+              "is ~70 steps, so R-hat > 1.01 rightly says these chains are short."),
+    )
+
+
+SECTION = Section(name="basics", title="run + diagnostics: Langevin on a 2-D Gaussian",
+                  run=_run, order=0)
