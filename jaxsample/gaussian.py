@@ -497,7 +497,8 @@ def chebyshev_sample(
     ``[λ_min, λ_max]`` (:func:`jaxsample.kernels.resolvent.chebyshev_inverse_sqrt`), the same
     accuracy contract as :func:`sample`; ``n ≈ (√κ/2) log(2/tol)``. Each product is one gradient
     query ``Λ v = −∇log π(m + v)``: ``n · num_samples`` queries. The coefficients are computed on
-    the host once per ``(lambda_min, lambda_max, tol)`` and cached.
+    the host once per ``(lambda_min, lambda_max, tol)`` and cached. The noise is
+    ``z = jax.random.normal(key, (num_samples, d), mean.dtype)``.
 
     Args:
         key: PRNG key.
@@ -556,7 +557,7 @@ def lanczos_sample(
     spectrum (exact once ``n`` reaches the number of distinct eigenvalues) but needs
     ``O(√κ log 1/ε)`` steps in the worst case. ``n · num_samples`` gradient queries. Unlike the
     other samplers the map ``z ↦ x`` is not linear, so its accuracy is measured per sample, by
-    ``‖Λ^{1/2}(x − m) − z‖/‖z‖``.
+    ``‖Λ^{1/2}(x − m) − z‖/‖z‖``, with ``z = jax.random.normal(key, (num_samples, d), mean.dtype)``.
 
     Args:
         key: PRNG key.
@@ -586,10 +587,10 @@ def lanczos_sample(
 
 @functools.partial(jax.jit, static_argnames=("num_samples",))
 def _cholesky_draw(key, precision, mean, *, num_samples):
-    z = jax.random.normal(key, (mean.shape[0], num_samples), mean.dtype)
+    z = jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype)
     factor = jnp.linalg.cholesky(precision)
     # Λ = L Lᵀ, so x = m + L^{-T} z has covariance L^{-T} L^{-1} = Λ^{-1}.
-    offsets = jax.scipy.linalg.solve_triangular(factor.T, z, lower=False)
+    offsets = jax.scipy.linalg.solve_triangular(factor.T, z.T, lower=False)
     return mean[None, :] + offsets.T
 
 
@@ -599,7 +600,8 @@ def cholesky_sample(
     """Exact reference: ``x = m + L^{-T} z`` with ``Λ = L Lᵀ`` (``jnp.linalg.cholesky``).
 
     It reads ``Λ`` itself; in the query accounting that is ``d`` gradient queries (the products
-    ``Λ e_j``), reported as ``num_queries = d``.
+    ``Λ e_j``), reported as ``num_queries = d``. The noise is
+    ``z = jax.random.normal(key, (num_samples, d), mean.dtype)``.
 
     Args:
         key: PRNG key.

@@ -1,4 +1,4 @@
-"""Tests of jaxsample.kernels.resolvent: sinc rule, resolvent identity, dithered quantiser, baselines."""
+"""Tests of jaxsample.kernels.resolvent: sinc rule, resolvent, dithered quantiser, baselines."""
 
 import math
 
@@ -44,7 +44,8 @@ def test_node_count_grows_by_a_constant_per_decade():
         per_decade = 0.5 * math.log(10) / h
         counts = np.array([len(R.sinc_rule(1.0, 10.0**k, tol).taus) for k in range(0, 13)])
         steps = np.diff(counts)
-        assert np.all(steps >= math.floor(per_decade)) and np.all(steps <= math.ceil(per_decade) + 1)
+        assert np.all(steps >= math.floor(per_decade))
+        assert np.all(steps <= math.ceil(per_decade) + 1)
         predicted = (0.5 * math.log(1e12) + 2 * math.log(2 / (math.pi * tol))) / h
         assert abs(counts[-1] - predicted) <= 3
 
