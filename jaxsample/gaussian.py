@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -131,6 +132,45 @@ def _float_bits(dtype) -> int:
 # oracle
 
 
+class _DenseSmoothedScore(eqx.Module):
+    """``s_τ(x) = −Q diag(λ/(1 + τλ)) Qᵀ(x − m)`` from ``Λ = Q diag(λ) Qᵀ``."""
+
+    eigenvalues: jax.Array
+    eigenvectors: jax.Array
+    mean: jax.Array
+
+    def __call__(self, x, tau):
+        tau = jnp.asarray(tau, self.mean.dtype)
+        coordinates = self.eigenvectors.T @ (x - self.mean)
+        shrunk = self.eigenvalues / (1 + tau * self.eigenvalues) * coordinates
+        return -(self.eigenvectors @ shrunk)
+
+    def score(self, x):
+        """The plain score ``∇log π(x) = −Λ(x − m)`` (``τ = 0``)."""
+        return self(x, 0.0)
+
+
+class _MatrixFreeSmoothedScore(eqx.Module):
+    """``s_τ(x) = −y`` with ``(I + τΛ) y = Λ(x − m)`` by conjugate gradients."""
+
+    matvec: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
+    mean: jax.Array
+    cg_tol: float = eqx.field(static=True)
+    cg_maxiter: int = eqx.field(static=True)
+
+    def __call__(self, x, tau):
+        tau = jnp.asarray(tau, self.mean.dtype)
+        y, _ = jax.scipy.sparse.linalg.cg(
+            lambda v: v + tau * self.matvec(v), self.matvec(x - self.mean), tol=self.cg_tol,
+            maxiter=self.cg_maxiter,
+        )
+        return -y
+
+    def score(self, x):
+        """The plain score ``∇log π(x) = −Λ(x − m)`` (one product, no solve)."""
+        return -self.matvec(x - self.mean)
+
+
 def smoothed_score_oracle(
     precision: jax.Array | Callable[[jax.Array], jax.Array],
     mean: jax.Array,
@@ -140,14 +180,18 @@ def smoothed_score_oracle(
 ) -> Callable[[jax.Array, jax.Array], jax.Array]:
     """The smoothed score ``s_τ(x) = −(Σ + τI)^{-1}(x − m)`` of ``N(m, Λ^{-1})``, evaluated stably.
 
-    ``τ = 0`` gives the plain score ``−Λ(x − m)``. The subtraction-free forms used here keep
-    relative accuracy at every ``τ``:
+    ``τ = 0`` gives the plain score ``−Λ(x − m)``, also available as ``oracle.score(x)`` for the
+    gradient-only baselines. The subtraction-free forms used here keep relative accuracy at
+    every ``τ``:
 
     - dense ``Λ = Q diag(λ) Qᵀ`` (one ``eigh`` at construction):
       ``s_τ(x) = −Q diag(λ/(1 + τλ)) Qᵀ(x − m)``;
     - matrix-free (``precision`` a function ``v -> Λ v``): ``s_τ(x) = −y`` with
       ``(I + τΛ) y = Λ(x − m)`` solved by conjugate gradients (``jax.scipy.sparse.linalg.cg``).
       Its accuracy is CG's: the defaults ask for round-off level.
+
+    The oracle is an equinox Module (a pytree whose leaves are ``λ``, ``Q`` and ``m``), so the
+    samplers compile once per shape, not once per precision.
 
     Args:
         precision: ``(d, d)`` symmetric positive-definite matrix, or a function ``v -> Λ v`` on
@@ -157,7 +201,7 @@ def smoothed_score_oracle(
         cg_maxiter: matrix-free only: CG iteration cap (default ``10 d``).
 
     Returns:
-        ``score(x, tau) -> (d,)`` for ``x`` of shape ``(d,)`` and a scalar ``tau >= 0``.
+        ``oracle(x, tau) -> (d,)`` for ``x`` of shape ``(d,)`` and a scalar ``tau >= 0``.
 
     Raises:
         ValueError: non-square, non-symmetric or non-positive-definite ``precision``; shape
@@ -165,40 +209,29 @@ def smoothed_score_oracle(
         TypeError: non-floating ``mean`` or a dtype mismatch.
 
     Example:
-        >>> score = smoothed_score_oracle(jnp.diag(jnp.array([1.0, 4.0])), jnp.zeros(2))
-        >>> score(jnp.ones(2), 0.5)        # -(λ/(1 + τλ)) x
+        >>> oracle = smoothed_score_oracle(jnp.diag(jnp.array([1.0, 4.0])), jnp.zeros(2))
+        >>> oracle(jnp.ones(2), 0.5)        # -(λ/(1 + τλ)) x
         Array([-0.6666667, -1.3333334], dtype=float32)
+        >>> oracle.score(jnp.ones(2))
+        Array([-1., -4.], dtype=float32)
     """
     mean = _check_vector("mean", mean)
     dim, dtype = mean.shape[0], mean.dtype
     if callable(precision):
         _check_oracle("precision (a matvec)", precision, dim, dtype, with_tau=False)
-        matvec = precision
-        tol = 10 * float(jnp.finfo(dtype).eps) if cg_tol is None else float(cg_tol)
-        maxiter = 10 * dim if cg_maxiter is None else int(cg_maxiter)
-
-        def score(x, tau):
-            tau = jnp.asarray(tau, dtype)
-            y, _ = jax.scipy.sparse.linalg.cg(
-                lambda v: v + tau * matvec(v), matvec(x - mean), tol=tol, maxiter=maxiter
-            )
-            return -y
-
-        return score
-
+        return _MatrixFreeSmoothedScore(
+            matvec=precision,
+            mean=mean,
+            cg_tol=10 * float(jnp.finfo(dtype).eps) if cg_tol is None else float(cg_tol),
+            cg_maxiter=10 * dim if cg_maxiter is None else int(cg_maxiter),
+        )
     precision = _check_precision(precision, dim, dtype)
     eigenvalues, eigenvectors = jnp.linalg.eigh(precision)
     if not isinstance(eigenvalues, jax.core.Tracer) and float(eigenvalues[0]) <= 0:
         raise ValueError(
             f"precision must be positive definite, got smallest eigenvalue {float(eigenvalues[0])}"
         )
-
-    def score(x, tau):
-        tau = jnp.asarray(tau, dtype)
-        coordinates = eigenvectors.T @ (x - mean)
-        return -(eigenvectors @ (eigenvalues / (1 + tau * eigenvalues) * coordinates))
-
-    return score
+    return _DenseSmoothedScore(eigenvalues=eigenvalues, eigenvectors=eigenvectors, mean=mean)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -230,8 +263,8 @@ def _auto_bits(rule, lambda_min, lambda_max, tol, dim) -> int:
     return 1 + max(1, math.ceil(math.log2(codes + 1)))
 
 
-@functools.partial(jax.jit, static_argnames=("smoothed_score_fn", "bits", "known_mean"))
-def _sinc_transform(z, dither_key, center, weights, taus, lambda_min, *, smoothed_score_fn, bits,
+@eqx.filter_jit
+def _sinc_transform(smoothed_score_fn, z, dither_key, center, weights, taus, lambda_min, bits,
                     known_mean):
     z_norms = jnp.linalg.norm(z, axis=1, keepdims=True)
     if not known_mean:
@@ -333,15 +366,15 @@ def transform_noise(
         raise ValueError("key (for the dither) is required when bits is not None")
 
     samples, nonfinite = _sinc_transform(
+        smoothed_score_fn,
         z,
         key,
         center,
         jnp.asarray(rule.weights, dtype),
         jnp.asarray(rule.taus, dtype),
         jnp.asarray(lambda_min, dtype),
-        smoothed_score_fn=smoothed_score_fn,
-        bits=bits,
-        known_mean=known_mean,
+        bits,
+        known_mean,
     )
     per_sample = num_samples * num_levels
     shared = 0 if known_mean else num_levels + 1
@@ -405,7 +438,8 @@ def sample(
         key: PRNG key.
         smoothed_score_fn: ``s(x, tau) -> (d,)``, the score of ``π ∗ N(0, tau I)`` at ``x``
             (e.g. :func:`smoothed_score_oracle`); called with ``tau`` of the samples' dtype.
-            Reuse the same function object to reuse the compiled sampler.
+            Oracles from :func:`smoothed_score_oracle` are pytrees: a new precision of the same
+            shape reuses the compiled sampler; a plain function is compiled once per object.
         mean: ``(d,)`` mean ``m`` if known; it fixes ``d`` and the dtype.
         dim: ``d`` when ``mean`` is ``None`` (the dtype is then JAX's default float).
         lambda_min, lambda_max: bounds on the spectrum of ``Λ``, ``0 < lambda_min <= lambda_max``;
@@ -473,8 +507,8 @@ def _chebyshev_coefficients(lambda_min, lambda_max, tol):
     return chebyshev_inverse_sqrt(lambda_min, lambda_max, tol)
 
 
-@functools.partial(jax.jit, static_argnames=("score_fn", "num_samples", "interval"))
-def _chebyshev_draw(key, mean, coefficients, *, score_fn, num_samples, interval):
+@eqx.filter_jit
+def _chebyshev_draw(score_fn, key, mean, coefficients, num_samples, interval):
     z = jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype)
     matvec = _precision_matvec(score_fn, mean)
     apply = lambda zi: chebyshev_apply(matvec, zi, coefficients, *interval)
@@ -502,7 +536,8 @@ def chebyshev_sample(
 
     Args:
         key: PRNG key.
-        score_fn: ``∇log π``, ``(d,) -> (d,)`` (e.g. ``lambda x: oracle(x, 0.0)``).
+        score_fn: ``∇log π``, ``(d,) -> (d,)`` (e.g. ``oracle.score`` of
+            :func:`smoothed_score_oracle`, a pytree, so new precisions reuse the compilation).
         mean: ``(d,)`` mean.
         lambda_min, lambda_max, tol: as in :func:`sample`.
         num_samples: Python int ``>= 1``.
@@ -525,18 +560,18 @@ def chebyshev_sample(
     coefficients = _chebyshev_coefficients(lambda_min, lambda_max, tol)
     degree = coefficients.shape[0] - 1
     samples = _chebyshev_draw(
+        score_fn,
         key,
         mean,
         jnp.asarray(coefficients, mean.dtype),
-        score_fn=score_fn,
-        num_samples=num_samples,
-        interval=(lambda_min, lambda_max),
+        num_samples,
+        (lambda_min, lambda_max),
     )
     return samples, _gradient_info(samples, degree * num_samples, degree)
 
 
-@functools.partial(jax.jit, static_argnames=("score_fn", "num_samples", "num_steps"))
-def _lanczos_draw(key, mean, *, score_fn, num_samples, num_steps):
+@eqx.filter_jit
+def _lanczos_draw(score_fn, key, mean, num_samples, num_steps):
     z = jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype)
     matvec = _precision_matvec(score_fn, mean)
     return mean[None, :] + jax.vmap(lambda zi: lanczos_inverse_sqrt(matvec, zi, num_steps))(z)
@@ -579,14 +614,12 @@ def lanczos_sample(
     _check_num_samples(num_samples)
     mean = _check_vector("mean", mean)
     _check_oracle("score_fn", score_fn, mean.shape[0], mean.dtype, with_tau=False)
-    samples = _lanczos_draw(
-        key, mean, score_fn=score_fn, num_samples=num_samples, num_steps=num_steps
-    )
+    samples = _lanczos_draw(score_fn, key, mean, num_samples, num_steps)
     return samples, _gradient_info(samples, num_steps * num_samples, num_steps)
 
 
-@functools.partial(jax.jit, static_argnames=("num_samples",))
-def _cholesky_draw(key, precision, mean, *, num_samples):
+@eqx.filter_jit
+def _cholesky_draw(key, precision, mean, num_samples):
     z = jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype)
     factor = jnp.linalg.cholesky(precision)
     # Λ = L Lᵀ, so x = m + L^{-T} z has covariance L^{-T} L^{-1} = Λ^{-1}.
@@ -621,5 +654,5 @@ def cholesky_sample(
     _check_num_samples(num_samples)
     mean = _check_vector("mean", mean)
     precision = _check_precision(precision, mean.shape[0], mean.dtype)
-    samples = _cholesky_draw(key, precision, mean, num_samples=num_samples)
+    samples = _cholesky_draw(key, precision, mean, num_samples)
     return samples, _gradient_info(samples, mean.shape[0], 0)
