@@ -101,9 +101,9 @@ def build_index(
 ) -> SoftmaxIndex:
     """Clusters an item table and precomputes the statistics of every cluster logit rule.
 
-    Without ``cluster_ids`` the items are clustered by k-means (ott-jax's
-    ``ott.tools.k_means``: k-means++ seeding, Lloyd iterations, dense ``N x K`` cost per
-    iteration); clusters k-means leaves empty are dropped, so the index may hold fewer than
+    Without ``cluster_ids`` the items are clustered by
+    :func:`jaxsample.kernels.softmax.kmeans` (random seeding, Lloyd iterations, chunked
+    assignment); clusters k-means leaves empty are dropped, so the index may hold fewer than
     ``num_clusters`` clusters. ``max_cluster_size`` splits larger clusters into consecutive pieces
     of at most that size: sampling stays exact-in-law (the proposal is still reported exactly) and
     the per-draw cost ``O(m d)`` is bounded. Runs eagerly (cluster sizes set array shapes).
@@ -120,7 +120,8 @@ def build_index(
             (``O(K r d)``), ``r = d`` the full covariance.
         max_cluster_size: optional cap m on cluster sizes (larger clusters are split).
         kmeans_iterations: Lloyd iterations of k-means.
-        chunk_size: clusters per chunk when computing covariances (``rank > 0``).
+        chunk_size: rows per chunk: points per k-means assignment chunk, and clusters per
+            chunk when computing covariances (``rank > 0``); None for all at once.
 
     Returns:
         A :class:`SoftmaxIndex`.
@@ -158,7 +159,7 @@ def build_index(
         k = round(math.sqrt(n)) if num_clusters is None else num_clusters
         k = _check_int("num_clusters", k, 1, n)
         iterations = _check_int("kmeans_iterations", kmeans_iterations, 1)
-        ids = _kmeans(key, embeddings, k, iterations)
+        ids = kernel.kmeans(key, embeddings, k, iterations, chunk_size=chunk_size)
         # Drop clusters k-means left empty: relabel the used ids to 0..K'-1.
         used, ids = jnp.unique(ids, return_inverse=True)
         ids = ids.reshape(-1).astype(jnp.int32)
@@ -191,15 +192,6 @@ def build_index(
     stats = kernel.cluster_stats(embeddings, ids, num_clusters, largest, rank=rank,
                                  chunk_size=chunk_size)
     return SoftmaxIndex(embeddings, ids, stats)
-
-
-def _kmeans(key, embeddings, num_clusters, iterations):
-    """Cluster assignment by ott-jax k-means (k-means++ seeding, one restart)."""
-    from ott.tools import k_means
-
-    result = k_means.k_means(embeddings, num_clusters, n_init=1, max_iterations=iterations,
-                             rng=key)
-    return result.assignment
 
 
 def _split_clusters(ids, num_clusters, max_size):

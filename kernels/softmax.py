@@ -43,6 +43,7 @@ __all__ = [
     "cluster_stats",
     "exact_log_partition",
     "exact_log_probs",
+    "kmeans",
     "two_level_log_prob",
     "two_level_sample",
 ]
@@ -68,6 +69,54 @@ class ClusterStats(NamedTuple):
     dispersion_factors: jax.Array
     members: jax.Array
     mask: jax.Array
+
+
+@functools.partial(jax.jit, static_argnames=("num_clusters", "num_iters", "chunk_size"))
+def kmeans(key, points, num_clusters: int, num_iters: int = 20, chunk_size: int | None = None):
+    """Lloyd's k-means with a chunked assignment step; returns the cluster of every point.
+
+    Seeds with ``num_clusters`` distinct random points (Forgy), then alternates
+    ``c(i) = argmin_c |x_i - mu_c|^2`` (computed as ``argmin_c |mu_c|^2 - 2 x_i·mu_c``) and
+    ``mu_c = mean_{c(i)=c} x_i``; a cluster left empty keeps its previous centre. Hand-written
+    because ott-jax's ``k_means`` materialises the dense ``N x K`` cost matrix at every iteration
+    (4 GB at N = 10^6, K = 1000 in float32); here ``chunk_size`` points are assigned at a time.
+
+    Args:
+        key: PRNG key for the seeding.
+        points: ``(N, d)`` float array.
+        num_clusters: K <= N, a Python int.
+        num_iters: Lloyd iterations, a Python int.
+        chunk_size: points per assignment chunk (None: all at once).
+
+    Returns:
+        ``(N,)`` int32 cluster ids in ``[0, K)`` (some clusters may be empty).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> x = jnp.array([[0.0], [0.1], [5.0], [5.1]])
+        >>> ids = kmeans(jax.random.key(0), x, 2)
+        >>> bool(ids[0] == ids[1]) and bool(ids[2] == ids[3]) and bool(ids[0] != ids[2])
+        True
+    """
+    n = points.shape[0]
+    centres = points[jax.random.choice(key, n, (num_clusters,), replace=False)]
+
+    def assign(centres):
+        sq_norms = jnp.sum(centres * centres, axis=-1)
+
+        def nearest(x):
+            return jnp.argmin(sq_norms - 2 * (centres @ x)).astype(jnp.int32)
+
+        return jax.lax.map(nearest, points, batch_size=chunk_size or n)
+
+    def lloyd(_, centres):
+        ids = assign(centres)
+        sums = jax.ops.segment_sum(points, ids, num_segments=num_clusters)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), ids, num_segments=num_clusters)
+        safe = jnp.maximum(counts, jnp.ones((), points.dtype))[:, None]
+        return jnp.where(counts[:, None] > 0, sums / safe, centres)
+
+    return assign(jax.lax.fori_loop(0, num_iters, lloyd, centres))
 
 
 @functools.partial(jax.jit, static_argnames=("num_clusters", "max_cluster_size"))

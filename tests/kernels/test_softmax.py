@@ -189,6 +189,7 @@ def test_sampled_log_q_matches_enumeration(dtype, variant):
     np.testing.assert_allclose(log_q, table[items], atol=100 * tol(dtype))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_frequencies_chi_square(variant):
     """Empirical frequencies of 20000 draws vs exp(log q): chi-square, reject at p < 1e-3."""
