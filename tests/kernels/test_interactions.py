@@ -1,0 +1,209 @@
+"""Tests of jaxsample.kernels.interactions: KDE scores, KNN estimator, Stiefel ops, Lyapunov."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+from jaxsample.kernels.interactions import (
+    antithetic_normal,
+    kde_score,
+    knn_smoothed_kde_score,
+    retract,
+    smoothed_kde_score,
+    symmetric_lyapunov_solve,
+    tangent_project,
+)
+
+
+def _tol(dtype):
+    return 1e-10 if dtype == jnp.float64 else 2e-4
+
+
+def _problem(dtype, num_particles=12, num_data=30, dim=3, num_samples=6):
+    keys = jax.random.split(jax.random.key(0), 3)
+    z = jax.random.normal(keys[0], (num_particles, dim), dtype)
+    data = jax.random.normal(keys[1], (num_data, dim), dtype)
+    noise = antithetic_normal(keys[2], num_particles, num_samples, dim, dtype)
+    return z, data, noise
+
+
+def _log_kde(z, data, bandwidth):
+    sq = jnp.sum(jnp.square(z[None, :] - data), axis=1)
+    return jax.nn.logsumexp(-sq / (2 * bandwidth**2))
+
+
+def test_kde_score_is_gradient_of_log_kde(dtype):
+    z, data, _ = _problem(dtype)
+    expected = jax.vmap(jax.grad(_log_kde), in_axes=(0, None, None))(z, data, 0.7)
+    got = kde_score(z, data, 0.7)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected, rtol=_tol(dtype), atol=_tol(dtype))
+
+
+def test_smoothed_score_is_mean_of_shifted_kde_scores(dtype):
+    z, data, noise = _problem(dtype)
+    s = 0.4
+    shifted = z[:, None, :] + s * noise
+    per_draw = kde_score(shifted.reshape(-1, z.shape[1]), data, 0.7).reshape(shifted.shape)
+    # grad U(z + s eps) averaged: the z-dependence of (k - (z + s eps)) averages to (k - z)
+    expected = jnp.mean(per_draw, axis=1)  # antithetic: mean(eps) = 0 exactly
+    got = smoothed_kde_score(z, data, 0.7, s, noise)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected, rtol=_tol(dtype), atol=10 * _tol(dtype))
+
+
+def test_zero_smoothing_is_kde_score(dtype):
+    z, data, noise = _problem(dtype)
+    np.testing.assert_allclose(smoothed_kde_score(z, data, 0.5, 0.0, noise),
+                               kde_score(z, data, 0.5), rtol=_tol(dtype), atol=_tol(dtype))
+
+
+@pytest.mark.parametrize("num_samples", [2, 4, 10])
+def test_single_training_point_gives_exact_quadratic_score(dtype, num_samples):
+    z, data, noise = _problem(dtype, num_samples=num_samples)
+    point = data[:1]
+    got = smoothed_kde_score(z, point, 0.3, 0.8, noise)
+    np.testing.assert_allclose(got, (point - z) / 0.09, rtol=_tol(dtype), atol=_tol(dtype))
+
+
+def test_antithetic_noise():
+    eps = antithetic_normal(jax.random.key(3), 5, 8, 2, jnp.float32)
+    assert eps.shape == (5, 8, 2) and eps.dtype == jnp.float32
+    np.testing.assert_array_equal(eps[:, :4], -eps[:, 4:])
+    for bad in (0, 3, 1):
+        with pytest.raises(ValueError, match="num_samples"):
+            antithetic_normal(jax.random.key(0), 2, bad, 2)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 12, 40])
+def test_chunked_equals_dense(dtype, chunk_size):
+    z, data, noise = _problem(dtype)
+    key = jax.random.key(9)
+    np.testing.assert_allclose(
+        smoothed_kde_score(z, data, 0.6, 0.3, noise, chunk_size=chunk_size),
+        smoothed_kde_score(z, data, 0.6, 0.3, noise), rtol=_tol(dtype), atol=_tol(dtype))
+    np.testing.assert_allclose(
+        knn_smoothed_kde_score(key, z, data, 0.6, 0.3, noise, num_neighbours=5,
+                               num_remainder=7, chunk_size=chunk_size),
+        knn_smoothed_kde_score(key, z, data, 0.6, 0.3, noise, num_neighbours=5,
+                               num_remainder=7), rtol=_tol(dtype), atol=_tol(dtype))
+
+
+def test_chunking_bounds_memory():
+    """Compiled temp memory of the chunked path is a few chunk-sized logit buffers, whatever B.
+
+    (The dense path's temp size is backend dependent: XLA:CPU may fuse the small-d matmul into
+    the softmax loops and report almost none, so only the chunked bound is asserted.)
+    """
+    num_data, dim, num_samples, chunk = 500, 2, 4, 50
+    data = jax.ShapeDtypeStruct((num_data, dim), jnp.float32)
+
+    def temp_bytes(num_particles):
+        z = jax.ShapeDtypeStruct((num_particles, dim), jnp.float32)
+        noise = jax.ShapeDtypeStruct((num_particles, num_samples, dim), jnp.float32)
+        fn = jax.jit(lambda z, e, x: smoothed_kde_score(z, x, 0.1, 0.1, e, chunk_size=chunk))
+        return fn.lower(z, noise, data).compile().memory_analysis().temp_size_in_bytes
+
+    chunk_logits_bytes = 4 * chunk * num_samples * num_data
+    small, large = temp_bytes(1000), temp_bytes(8000)
+    assert large <= 3 * chunk_logits_bytes  # never B * M * n = 64 MB here
+    assert large - small <= 7000 * num_samples * dim * 4  # only O(B d) growth at most
+
+
+def test_knn_equals_exact_when_it_covers_the_data(dtype):
+    z, data, noise = _problem(dtype)
+    exact = smoothed_kde_score(z, data, 0.6, 0.3, noise)
+    for num_neighbours in (1, 10, 30):
+        got = knn_smoothed_kde_score(jax.random.key(1), z, data, 0.6, 0.3, noise,
+                                     num_neighbours=num_neighbours,
+                                     num_remainder=30 - num_neighbours)
+        np.testing.assert_allclose(got, exact, rtol=10 * _tol(dtype), atol=10 * _tol(dtype))
+
+
+def test_knn_error_shrinks_with_remainder(x64):
+    """Mean squared error over 400 particles and 4 remainder draws; strictly decreasing."""
+    z, data, noise = _problem(jnp.float64, num_particles=400, num_data=300, dim=2)
+    exact = smoothed_kde_score(z, data, 0.5, 0.2, noise)
+    errors = []
+    for num_remainder in (5, 40, 160, 280):
+        err = 0.0
+        for seed in range(4):
+            approx = knn_smoothed_kde_score(jax.random.key(seed), z, data, 0.5, 0.2, noise,
+                                            num_neighbours=20, num_remainder=num_remainder)
+            err += float(jnp.mean(jnp.square(approx - exact)))
+        errors.append(err)
+    assert all(a > b for a, b in zip(errors, errors[1:], strict=False)), errors
+    assert errors[-1] < 0.2 * errors[0]
+
+
+def test_knn_rejects_bad_counts():
+    z, data, noise = _problem(jnp.float32)
+    with pytest.raises(ValueError, match="num_neighbours"):
+        knn_smoothed_kde_score(jax.random.key(0), z, data, 0.5, 0.1, noise, num_neighbours=20,
+                               num_remainder=20)
+    with pytest.raises(ValueError, match="num_neighbours"):
+        knn_smoothed_kde_score(jax.random.key(0), z, data, 0.5, 0.1, noise, num_neighbours=0)
+
+
+def _on_manifold(dtype, num_rows=9, dim=3, seed=0):
+    return retract(jax.random.normal(jax.random.key(seed), (num_rows, dim), dtype))
+
+
+def test_retraction_lands_on_manifold_and_fixes_it(dtype):
+    num_rows, dim = 9, 3
+    y = _on_manifold(dtype, num_rows, dim)
+    assert y.dtype == dtype
+    tol = _tol(dtype) * num_rows
+    np.testing.assert_allclose(y.T @ y, num_rows * jnp.eye(dim, dtype=dtype), atol=tol)
+    np.testing.assert_allclose(jnp.sum(y, axis=0), 0.0, atol=tol)
+    # identity on the manifold (needs the sign fix), including after a column sign flip of Q
+    np.testing.assert_allclose(retract(y), y, atol=tol)
+    flipped = y * jnp.asarray([1.0, -1.0, 1.0], dtype)[None, :]
+    np.testing.assert_allclose(retract(flipped), flipped, atol=tol)
+    # and onto the manifold from an ill-scaled, uncentred full-rank input
+    wild = jax.random.normal(jax.random.key(5), (num_rows, dim), dtype) * jnp.asarray(
+        [1e-2, 1.0, 30.0], dtype)[None, :] + 7.0
+    out = retract(wild)
+    np.testing.assert_allclose(out.T @ out, num_rows * jnp.eye(dim, dtype=dtype), atol=tol)
+    np.testing.assert_allclose(jnp.sum(out, axis=0), 0.0, atol=tol)
+
+
+def test_projector_is_idempotent_and_tangent(dtype):
+    y = _on_manifold(dtype)
+    g = jax.random.normal(jax.random.key(2), y.shape, dtype)
+    v = tangent_project(y, g)
+    tol = 10 * _tol(dtype)
+    np.testing.assert_allclose(tangent_project(y, v), v, atol=tol)
+    np.testing.assert_allclose(y.T @ v + v.T @ y, 0.0, atol=tol)
+    np.testing.assert_allclose(jnp.sum(v, axis=0), 0.0, atol=tol)
+    # orthogonal projector: the residual g - P(g) is orthogonal to every tangent vector
+    w = tangent_project(y, jax.random.normal(jax.random.key(3), y.shape, dtype))
+    np.testing.assert_allclose(jnp.sum((g - v) * w), 0.0, atol=tol * 10)
+
+
+def test_lyapunov_solve_matches_scipy(dtype):
+    key_a, key_q = jax.random.split(jax.random.key(4))
+    m = jax.random.normal(key_a, (4, 4), dtype)
+    a = m @ m.T + 0.5 * jnp.eye(4, dtype=dtype)
+    q = jax.random.normal(key_q, (4, 4), dtype)
+    q = q + q.T
+    x = symmetric_lyapunov_solve(a, q)
+    assert x.dtype == dtype
+    np.testing.assert_allclose(x, x.T, atol=_tol(dtype))
+    np.testing.assert_allclose(a @ x + x @ a, q, atol=100 * _tol(dtype))
+    expected = scipy.linalg.solve_continuous_lyapunov(np.asarray(a, np.float64),
+                                                      np.asarray(q, np.float64))
+    np.testing.assert_allclose(x, expected, rtol=100 * _tol(dtype), atol=100 * _tol(dtype))
+
+
+def test_kernels_jit_and_vmap(dtype):
+    z, data, noise = _problem(dtype)
+    fn = jax.jit(lambda z, e: smoothed_kde_score(z, data, 0.6, 0.3, e, chunk_size=5))
+    np.testing.assert_allclose(fn(z, noise), smoothed_kde_score(z, data, 0.6, 0.3, noise),
+                               rtol=_tol(dtype), atol=_tol(dtype))
+    batched = jax.vmap(lambda z, e: smoothed_kde_score(z, data, 0.6, 0.3, e))(
+        jnp.stack([z, 2 * z]), jnp.stack([noise, noise]))
+    np.testing.assert_allclose(batched[1], smoothed_kde_score(2 * z, data, 0.6, 0.3, noise),
+                               rtol=_tol(dtype), atol=_tol(dtype))
