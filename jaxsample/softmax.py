@@ -45,6 +45,7 @@ __all__ = [
     "log_importance_weights",
     "log_partition",
     "log_prob",
+    "proposal_log_probs",
     "sample",
 ]
 
@@ -348,6 +349,45 @@ def _log_prob(index, queries, items, tau, variant):
                                          index.embeddings, query, query_items, tau)
 
     return jax.vmap(one)(queries, items)
+
+
+def proposal_log_probs(index: SoftmaxIndex, queries, variant: str = "sd", *, temperature=1.0):
+    """The whole proposal ``log q(i)`` over all N items, in ``O(N d)`` per query.
+
+    For diagnostics against :func:`exact_log_probs` (TV, KL); the cluster masses ``log Z_c`` come
+    from one segment log-sum-exp over all scores.
+
+    Args:
+        index: a :class:`SoftmaxIndex`.
+        queries: ``(d,)`` or ``(B, d)``.
+        variant: ``"sd"``, ``"s"`` or ``"2ls"``.
+        temperature: tau > 0.
+
+    Returns:
+        ``(B, N)`` log-probabilities, or ``(N,)`` for one query.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> index = build_index(jnp.eye(3), cluster_ids=jnp.array([0, 0, 1]))
+        >>> [round(float(v), 4) for v in jnp.exp(proposal_log_probs(index, jnp.zeros(3), "s"))]
+        [0.3333, 0.3333, 0.3333]
+    """
+    _check_index(index)
+    batch, single = _check_queries(index, queries)
+    _check_variant(variant)
+    tau = _check_temperature(temperature, batch.dtype)
+    out = _proposal_log_probs(index, batch, tau, variant)
+    return out[0] if single else out
+
+
+@functools.partial(jax.jit, static_argnames=("variant",))
+def _proposal_log_probs(index, queries, tau, variant):
+    def one(query):
+        logits = kernel.cluster_logits(index.stats, query, variant, tau)
+        return kernel.two_level_log_probs_all(logits, index.cluster_ids, index.embeddings, query,
+                                              tau)
+
+    return jax.vmap(one)(queries)
 
 
 def exact_log_probs(index: SoftmaxIndex, queries, *, temperature=1.0,

@@ -44,6 +44,7 @@ __all__ = [
     "exact_log_partition",
     "exact_log_probs",
     "kmeans",
+    "two_level_log_probs_all",
     "two_level_log_prob",
     "two_level_sample",
 ]
@@ -347,6 +348,39 @@ def two_level_log_prob(logits, members, mask, cluster_ids, embeddings, query, it
     item_logits = _member_logits(members[clusters], mask[clusters], embeddings, query, tau)
     scores = embeddings[items] @ query / tau
     return jax.nn.log_softmax(logits)[clusters] + scores - logsumexp(item_logits, axis=-1)
+
+
+@jax.jit
+def two_level_log_probs_all(logits, cluster_ids, embeddings, query, temperature):
+    """Proposal log-probabilities of all N items for one query, in ``O(N d)``.
+
+    The full enumeration of :func:`two_level_log_prob` (which costs ``O(m d)`` per item): every
+    ``log Z_c`` comes from one segment log-sum-exp over the N scores. For diagnostics (TV, KL to
+    the exact softmax) and tests, not for sampling.
+
+    Args:
+        logits: ``(K,)`` cluster logits; ``cluster_ids``: ``(N,)``.
+        embeddings: ``(N, d)``; ``query``: ``(d,)``; ``temperature``: positive scalar tau.
+
+    Returns:
+        ``(N,)`` log-probabilities.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> lq = two_level_log_probs_all(jnp.zeros(2), jnp.array([0, 0, 1]), jnp.zeros((3, 1)),
+        ...                              jnp.ones(1), 1.0)
+        >>> [round(float(v), 4) for v in jnp.exp(lq)]
+        [0.25, 0.25, 0.5]
+    """
+    tau = jnp.asarray(temperature, query.dtype)
+    num_clusters = logits.shape[0]
+    scores = embeddings @ query / tau
+    peak = jax.ops.segment_max(scores, cluster_ids, num_segments=num_clusters)
+    peak = jnp.where(jnp.isfinite(peak), peak, 0)
+    mass = jax.ops.segment_sum(jnp.exp(scores - peak[cluster_ids]), cluster_ids,
+                               num_segments=num_clusters)
+    log_cluster_mass = peak + jnp.log(mass)
+    return jax.nn.log_softmax(logits)[cluster_ids] + scores - log_cluster_mass[cluster_ids]
 
 
 @functools.partial(jax.jit, static_argnames=("chunk_size",))

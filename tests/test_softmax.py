@@ -57,8 +57,10 @@ def test_max_cluster_size_splits_and_stays_normalised(x64):
     # every piece comes from one original cluster
     for c in range(index.num_clusters):
         assert len(set(np.asarray(ids)[np.asarray(index.cluster_ids) == c])) == 1
-    log_q = softmax.log_prob(index, queries_for(jnp.float64), jnp.tile(jnp.arange(N), (4, 1)))
+    q = queries_for(jnp.float64)
+    log_q = softmax.log_prob(index, q, jnp.tile(jnp.arange(N), (4, 1)))
     np.testing.assert_allclose(jnp.exp(log_q).sum(1), 1, atol=1e-12)
+    np.testing.assert_allclose(softmax.proposal_log_probs(index, q), log_q, atol=1e-12)
 
 
 def test_singleton_index_every_variant_exact(x64):

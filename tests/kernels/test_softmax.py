@@ -162,6 +162,17 @@ def test_translation_and_relabelling_invariance(x64, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_dense_enumeration_matches_per_item(dtype, variant):
+    x, ids = clustered(jax.random.key(23), [5, 1, 6], 3, dtype, spread=1.0)
+    query = jax.random.normal(jax.random.key(24), (3,), dtype)
+    stats = build(x, ids)
+    logits = ks.cluster_logits(stats, query, variant, 0.6)
+    np.testing.assert_allclose(ks.two_level_log_probs_all(logits, ids, x, query, 0.6),
+                               proposal(stats, x, ids, query, variant, 0.6),
+                               atol=100 * tol(dtype))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_empty_clusters_never_sampled(variant):
     x, ids = clustered(jax.random.key(13), [3, 4], 2, jnp.float32)
     ids = jnp.where(ids == 1, 3, ids)  # clusters 1 and 2 empty
