@@ -239,10 +239,10 @@ def dithered_quantize(
     return codes * step - dither, codes.astype(jnp.int32)
 
 
-def _inverse_sqrt_on_chebyshev_points(lam_min, lam_max, num_points):
+def _chebyshev_points(lam_min, lam_max, num_points):
+    """Chebyshev points of the first kind mapped to ``[lam_min, lam_max]``."""
     theta = math.pi * (np.arange(num_points) + 0.5) / num_points
-    lam = 0.5 * (lam_max + lam_min) + 0.5 * (lam_max - lam_min) * np.cos(theta)
-    return lam, lam**-0.5
+    return 0.5 * (lam_max + lam_min) + 0.5 * (lam_max - lam_min) * np.cos(theta)
 
 
 def _chebyshev_values(coefficients, num_points):
@@ -282,12 +282,12 @@ def chebyshev_inverse_sqrt(lambda_min: float, lambda_max: float, tol: float) -> 
     num_points = max(num_points, 16)
 
     def max_error(coefficients):
-        lam, f = _inverse_sqrt_on_chebyshev_points(lam_min, lam_max, 8 * coefficients.size)
+        lam = _chebyshev_points(lam_min, lam_max, 8 * coefficients.size)
         return np.max(np.abs(_chebyshev_values(coefficients, lam.size) * np.sqrt(lam) - 1))
 
     while True:
-        _, f = _inverse_sqrt_on_chebyshev_points(lam_min, lam_max, num_points)
-        coefficients = scipy.fft.dct(f, type=2) / num_points
+        lam = _chebyshev_points(lam_min, lam_max, num_points)
+        coefficients = scipy.fft.dct(lam**-0.5, type=2) / num_points
         coefficients[0] *= 0.5
         if max_error(coefficients[: num_points // 2]) <= eps:
             break
