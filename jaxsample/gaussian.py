@@ -430,9 +430,12 @@ def sample(
 
     Precision: ``τ z + τ² s_τ`` cancels at large ``τ``; the predicted worst-case whitened round-off
     is ``u √λ_max Σ_k w_k τ_k ≈ u √κ / tol`` (``u`` the unit round-off). A tolerance below it is
-    refused in float32 (``ValueError``: use float64) and warned about in float64. So float32 serves
-    ``tol ≈ 1e-3`` for ``κ ≲ 10²``; float64 reaches ``tol = 1e-6`` up to ``κ ≈ 10⁸`` and
-    ``tol = 1e-8`` up to ``κ ≈ 10²`` (the scalar rule alone is accurate to ``1e-10``).
+    refused in float32 (``ValueError``: use float64) and warned about in float64. The floor is
+    about ``0.7 u √κ / tol``, so float32 serves ``tol = 1e-3`` up to ``κ ≈ 500``; float64 serves
+    ``tol = 1e-6`` up to ``κ ≈ 10⁸`` and ``tol = 1e-7`` up to ``κ ≈ 10⁴``; below ``~1e-8`` no
+    ``κ`` qualifies through a floating-point oracle, although the scalar rule itself is accurate
+    to ``1e-10``. It assumes answers accurate to round-off; an oracle with relative error
+    ``δ > u`` (e.g. the dense float32 ``eigh`` oracle, ``δ ~ √d u``) raises it by ``δ/u``.
 
     Args:
         key: PRNG key.
