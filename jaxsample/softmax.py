@@ -259,7 +259,7 @@ def _check_items(index, items, queries, single, name="items"):
 
 
 def sample(key, index: SoftmaxIndex, queries, num_samples: int, *, variant: str = "sd",
-           temperature=1.0):
+           temperature=1.0, chunk_size: int | None = None):
     """Draws items from the two-level proposal of each query, with their log-probabilities.
 
     Per query: ``c ~ softmax(l)`` with the cluster logits ``l`` of ``variant``, then ``i`` from the
@@ -275,6 +275,9 @@ def sample(key, index: SoftmaxIndex, queries, num_samples: int, *, variant: str 
         num_samples: S, draws per query (Python int >= 1).
         variant: ``"sd"`` (size + dispersion), ``"s"`` (size) or ``"2ls"`` (centroid only).
         temperature: tau > 0.
+        chunk_size: queries per chunk (``lax.map``): the gathered members take
+            ``chunk_size * S * m * d`` memory instead of ``B * S * m * d``; None for all at once.
+            The draws do not depend on it.
 
     Returns:
         ``(items, log_q)`` of shapes ``(B, S)`` (int32) and ``(B, S)``; ``(S,)`` for one query.
@@ -291,20 +294,24 @@ def sample(key, index: SoftmaxIndex, queries, num_samples: int, *, variant: str 
     num_samples = _check_int("num_samples", num_samples, 1)
     _check_variant(variant)
     tau = _check_temperature(temperature, batch.dtype)
-    items, log_q = _sample(key, index, batch, tau, num_samples, variant)
+    if chunk_size is not None:
+        chunk_size = _check_int("chunk_size", chunk_size, 1)
+    items, log_q = _sample(key, index, batch, tau, num_samples, variant, chunk_size)
     return (items[0], log_q[0]) if single else (items, log_q)
 
 
-@functools.partial(jax.jit, static_argnames=("num_samples", "variant"))
-def _sample(key, index, queries, tau, num_samples, variant):
+@functools.partial(jax.jit, static_argnames=("num_samples", "variant", "chunk_size"))
+def _sample(key, index, queries, tau, num_samples, variant, chunk_size=None):
     stats = index.stats
 
-    def one(query_key, query):
+    def one(args):
+        query_key, query = args
         logits = kernel.cluster_logits(stats, query, variant, tau)
         return kernel.two_level_sample(query_key, logits, stats.members, stats.mask,
                                        index.embeddings, query, tau, num_samples)
 
-    return jax.vmap(one)(jax.random.split(key, queries.shape[0]), queries)
+    keys = jax.random.split(key, queries.shape[0])
+    return jax.lax.map(one, (keys, queries), batch_size=chunk_size or queries.shape[0])
 
 
 def log_prob(index: SoftmaxIndex, queries, items, variant: str = "sd", *, temperature=1.0):

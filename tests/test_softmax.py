@@ -86,6 +86,10 @@ def test_sample_shapes_dtypes_and_log_prob_consistency(index, dtype, variant):
     single_items, single_log_q = softmax.sample(jax.random.key(0), index, q[0], 5,
                                                 variant=variant)
     assert single_items.shape == (5,) and single_log_q.shape == (5,)
+    chunked = softmax.sample(jax.random.key(0), index, q, 16, variant=variant, temperature=0.8,
+                             chunk_size=3)
+    np.testing.assert_array_equal(chunked[0], items)
+    np.testing.assert_allclose(chunked[1], log_q, rtol=1e-5 if dtype == jnp.float32 else 1e-12)
 
 
 def test_jit_and_eager_agree(index, dtype):
@@ -95,7 +99,7 @@ def test_jit_and_eager_agree(index, dtype):
     items_jit, log_q_jit = jitted(key, index, q)
     # the sampler's body run op by op (its outer jit removed)
     eager = softmax._sample.__wrapped__
-    items_eager, log_q_eager = eager(key, index, q, jnp.asarray(0.7, dtype), 8, "sd")
+    items_eager, log_q_eager = eager(key, index, q, jnp.asarray(0.7, dtype), 8, "sd", None)
     np.testing.assert_array_equal(items_jit, items_eager)
     np.testing.assert_allclose(log_q_jit, log_q_eager, rtol=1e-5 if dtype == jnp.float32 else 1e-12)
 
