@@ -328,8 +328,10 @@ def transform_noise(
     """
     lambda_min, lambda_max, tol = check_spectrum(lambda_min, lambda_max, tol)
     z = jnp.asarray(z)
-    if not jnp.issubdtype(z.dtype, jnp.floating) or z.ndim != 2:
-        raise ValueError(f"z must be a floating (n, d) array, got {z.dtype} of shape {z.shape}")
+    if not jnp.issubdtype(z.dtype, jnp.floating):
+        raise TypeError(f"z must be a floating-point array, got dtype {z.dtype}")
+    if z.ndim != 2 or 0 in z.shape:
+        raise ValueError(f"z must have shape (n, d) with n, d >= 1, got shape {z.shape}")
     num_samples, dim = z.shape
     dtype = z.dtype
     known_mean = mean is not None

@@ -345,6 +345,11 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="symmetric"):
         G.cholesky_sample(key, jnp.asarray([[2.0, 1.0], [0.0, 2.0]]), mean=jnp.zeros(2),
                           num_samples=1)
+    spectrum = dict(mean=jnp.zeros(2), lambda_min=1.0, lambda_max=4.0, tol=1e-3)
+    with pytest.raises(ValueError, match="z must have shape"):
+        G.transform_noise(oracle, jnp.ones(2), **spectrum)
+    with pytest.raises(TypeError, match="z must be a floating"):
+        G.transform_noise(oracle, jnp.ones((1, 2), jnp.int32), **spectrum)
     with pytest.raises(ValueError, match="key"):
         G.transform_noise(oracle, jnp.ones((1, 2)), mean=jnp.zeros(2), lambda_min=1.0,
                           lambda_max=4.0, tol=1e-3, bits=4)
