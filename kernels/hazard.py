@@ -6,9 +6,9 @@ hazard × step length for a CTMC), the two rules here are:
 
 * **Systematic / stratified** (SHS, Jang & Han 2026, arXiv:2601.02799): one phase
   :math:`\\varphi \\sim U[0, 1)` per position, drawn once; each step crosses
-  :math:`n^k = \\lfloor \\varphi + \\Delta^k \\rfloor` unit thresholds and keeps the fractional phase
-  :math:`\\varphi \\leftarrow \\varphi + \\Delta^k - n^k \\in [0, 1)`. Over a path with total mass
-  :math:`\\Lambda = \\sum_k \\Delta^k` the count :math:`J = \\sum_k n^k` takes only the values
+  :math:`n^k = \\lfloor \\varphi + \\Delta^k \\rfloor` unit thresholds and keeps the fractional
+  phase :math:`\\varphi \\leftarrow \\varphi + \\Delta^k - n^k \\in [0, 1)`. Over a path with total
+  mass :math:`\\Lambda = \\sum_k \\Delta^k` the count :math:`J = \\sum_k n^k` takes only the values
   :math:`\\lfloor\\Lambda\\rfloor, \\lceil\\Lambda\\rceil`, with :math:`E[J] = \\Lambda` and
   :math:`\\mathrm{Var}[J] = f(1 - f)`, :math:`f = \\mathrm{frac}(\\Lambda)` (the least variance of
   any integer count with mean :math:`\\Lambda`), while each step still jumps with probability
@@ -30,7 +30,7 @@ __all__ = ["allocate_phases", "bernoulli_jumps", "init_phase", "stratified_jumps
 
 
 def init_phase(key: jax.Array, shape: tuple[int, ...], dtype=jnp.float32) -> jax.Array:
-    """Draws the SHS phases, independent :math:`U[0, 1)` per entry (the only randomness of the rule).
+    """Draws the SHS phases, independent :math:`U[0, 1)` per entry (the rule's only randomness).
 
     Args:
         key: a PRNG key.

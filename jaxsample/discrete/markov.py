@@ -1,6 +1,7 @@
 """An exactly solvable data model for discrete samplers: a first-order Markov chain over tokens.
 
-Under the uniform channel :math:`q_\\alpha(x \\mid x_0) = \\alpha\\,\\mathbb{1}[x = x_0] + (1-\\alpha)/K`
+Under the uniform channel
+:math:`q_\\alpha(x \\mid x_0) = \\alpha\\,\\mathbb{1}[x = x_0] + (1-\\alpha)/K`
 a noisy sequence is the observation sequence of a hidden Markov model whose hidden chain is the
 data chain, so the Bayes-optimal factorised clean-token denoiser is given by forward–backward
 marginals. With it every remaining error of a sampler is the sampler's own.
@@ -99,6 +100,7 @@ class MarkovChainData(eqx.Module):
         _, rest = jax.lax.scan(step, first, jax.random.split(rest_key, seq_len - 1))
         return jnp.concatenate([first[:, None], rest.T], axis=1).astype(jnp.int32)
 
+    @eqx.filter_jit
     def log_prob(self, tokens: jax.Array) -> jax.Array:
         """Exact :math:`\\log p(x)` of sequences ``(..., L)``; ``-inf`` on forbidden bigrams."""
         tokens = jnp.asarray(tokens)
@@ -117,6 +119,7 @@ class MarkovChainData(eqx.Module):
         _, rest = jax.lax.scan(step, first, None, length=seq_len - 1)
         return jnp.concatenate([first[None, :], rest], axis=0)
 
+    @eqx.filter_jit
     def denoiser(self, tokens: jax.Array, signal: jax.Array) -> jax.Array:
         """Bayes-optimal clean-token posterior :math:`\\log p(x_0^i = a \\mid x)` at signal level α.
 
@@ -130,7 +133,8 @@ class MarkovChainData(eqx.Module):
             \\overleftarrow{m}_i(a) = \\log\\sum_b T(a, b)\\,e(x^{i+1} \\mid b)\\,
             e^{\\overleftarrow{m}_{i+1}(b)},
 
-        and the output is :math:`\\overrightarrow{m}_i + \\overleftarrow{m}_i` normalised over ``a``.
+        and the output is :math:`\\overrightarrow{m}_i + \\overleftarrow{m}_i` normalised
+        over ``a``.
 
         Args:
             tokens: noisy tokens, shape ``(..., L)``, integers in ``[0, K)``.

@@ -63,9 +63,10 @@ class DTMC:
         + \\underbrace{\\frac{(b - a)(1 - b)}{K b}
           \\Big[\\frac{p(x)}{K a + 1 - a} + \\frac{S_x}{1 - a}\\Big]}_{B},
 
-    with :math:`p = p_\\theta(x_0 \\mid x_t)` and :math:`S_x = 1 - p(x)`. These are the jump weights;
-    the jump mass is :math:`\\Delta = 1 - p_\\text{stay} = A S_x + (K - 1) B`, and the Bernoulli rule
-    jumps with probability :math:`\\Delta` (so both rules share each step's jump probability).
+    with :math:`p = p_\\theta(x_0 \\mid x_t)` and :math:`S_x = 1 - p(x)`. These are the jump
+    weights; the jump mass is :math:`\\Delta = 1 - p_\\text{stay} = A S_x + (K - 1) B`, and the
+    Bernoulli rule jumps with probability :math:`\\Delta` (so both rules share each step's jump
+    probability).
     Grid: :math:`\\alpha_k = k/N`; the step to :math:`\\alpha = 1` is exactly the denoise draw.
 
     Reference: Austin et al. 2021 (D3PM, arXiv:2107.03006); Schiff et al. 2024 (UDLM,
@@ -74,9 +75,13 @@ class DTMC:
 
     name = "dtmc"
 
+    def signal_at(self, step, num_steps, dtype) -> jax.Array:
+        """Signal level :math:`\\alpha_k = k / N` (``step`` and ``num_steps`` may be traced)."""
+        return jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
+
     def signal_grid(self, num_steps: int, dtype) -> jax.Array:
-        """Signal levels :math:`\\alpha_k = k / N`, ``k = 0..N``, shape ``(N + 1,)``."""
-        return jnp.arange(num_steps + 1, dtype=dtype) / jnp.asarray(num_steps, dtype)
+        """All signal levels, ``k = 0..N``, shape ``(N + 1,)``."""
+        return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
 
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log jump weights ``(B, L, K)`` (``-inf`` at the current token) for one step.
@@ -106,8 +111,8 @@ class CTMC:
     """Euler/τ-leaping on the exact reverse of the uniform forward CTMC (SEDD-uniform).
 
     Forward generator per position :math:`Q = \\beta(\\mathbb{1}\\mathbb{1}^\\top / K - I)` with
-    :math:`\\beta = -\\dot\\alpha/\\alpha = 1/\\alpha` for :math:`\\alpha_t = 1 - t`. The reverse rate
-    to :math:`y \\ne x` is :math:`\\hat R(x \\to y) = (\\beta/K)\\,\\sum_a p(a)\\,
+    :math:`\\beta = -\\dot\\alpha/\\alpha = 1/\\alpha` for :math:`\\alpha_t = 1 - t`. The reverse
+    rate to :math:`y \\ne x` is :math:`\\hat R(x \\to y) = (\\beta/K)\\,\\sum_a p(a)\\,
     q_\\alpha(y \\mid a) / q_\\alpha(x \\mid a)` (SEDD's concrete score), which with
     :math:`m = (1 - \\alpha)/K` is the sum of three nonnegative terms
 
@@ -115,9 +120,10 @@ class CTMC:
         \\hat R(x \\to y) = \\frac{1}{\\alpha K}\\Big[p(x)\\,\\frac{m}{\\alpha + m} + S_x
         + p(y)\\,\\frac{\\alpha}{m}\\Big].
 
-    The jump weights over a step of length :math:`\\delta\\alpha` are :math:`\\hat R\\,\\delta\\alpha`
-    (so :math:`\\Delta = \\lambda\\,\\delta\\alpha` with the hazard :math:`\\lambda = \\sum_y \\hat R`),
-    and the Bernoulli rule jumps with probability :math:`1 - e^{-\\Delta}` (at least one event).
+    The jump weights over a step of length :math:`\\delta\\alpha` are
+    :math:`\\hat R\\,\\delta\\alpha` (so :math:`\\Delta = \\lambda\\,\\delta\\alpha` with the hazard
+    :math:`\\lambda = \\sum_y \\hat R`), and the Bernoulli rule jumps with probability
+    :math:`1 - e^{-\\Delta}` (at least one event).
     The hazard diverges at :math:`\\alpha = 0`, so the grid is
     :math:`\\alpha_k = \\varepsilon + (1 - \\varepsilon) k / N`; the first steps carry
     :math:`\\Delta \\gg 1` (a near-certain move between near-uniform states).
@@ -135,10 +141,15 @@ class CTMC:
         if not 0.0 < float(self.eps) < 1.0:
             raise ValueError(f"CTMC eps must be in (0, 1), got {self.eps}")
 
-    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
-        """Signal levels :math:`\\varepsilon + (1 - \\varepsilon) k / N`, ``k = 0..N``."""
+    def signal_at(self, step, num_steps, dtype) -> jax.Array:
+        """Signal level :math:`\\varepsilon + (1 - \\varepsilon) k / N` (``step`` may be traced)."""
         eps = jnp.asarray(self.eps, dtype)
-        return eps + (1 - eps) * (jnp.arange(num_steps + 1, dtype=dtype) / num_steps)
+        fraction = jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
+        return eps + (1 - eps) * fraction
+
+    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
+        """All signal levels, ``k = 0..N``, shape ``(N + 1,)``."""
+        return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
 
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log of :math:`\\hat R(x \\to y)\\,(\\alpha_{k+1} - \\alpha_k)`, shape ``(B, L, K)``."""
@@ -176,9 +187,13 @@ class Flow:
 
     name = "flow"
 
+    def signal_at(self, step, num_steps, dtype) -> jax.Array:
+        """Signal level :math:`\\kappa_k = k / N` (``step`` and ``num_steps`` may be traced)."""
+        return jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
+
     def signal_grid(self, num_steps: int, dtype) -> jax.Array:
-        """Signal levels :math:`\\kappa_k = k / N`, ``k = 0..N``."""
-        return jnp.arange(num_steps + 1, dtype=dtype) / jnp.asarray(num_steps, dtype)
+        """All signal levels, ``k = 0..N``, shape ``(N + 1,)``."""
+        return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
 
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log of :math:`u(y \\mid x)\\,(\\kappa_{k+1} - \\kappa_k)`, shape ``(B, L, K)``."""

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample.discrete.processes import PROCESSES, CTMC, DTMC, Flow
+from jaxsample.discrete.processes import CTMC, DTMC, PROCESSES, Flow
 from jaxsample.kernels import hazard
 
 __all__ = ["SampleInfo", "sample"]
@@ -112,8 +112,9 @@ def sample(
     stay-vs-replace step of ``process`` (see :mod:`jaxsample.discrete.processes`): per position it
     yields a jump mass :math:`\\Delta` and destination weights :math:`w(y)`, the jump rule decides
     whether the position jumps, and a jumping position draws :math:`y \\sim w / \\Delta` (never its
-    current token). The last model call feeds a denoise draw :math:`x_0^i \\sim p_\\theta(x_0^i \\mid
-    x)` at every position. One model call per step for both rules.
+    current token). The last model call feeds a denoise draw
+    :math:`x_0^i \\sim p_\\theta(x_0^i \\mid x)` at every position. One model call per step for
+    both rules.
 
     Jump rules (:mod:`jaxsample.kernels.hazard`):
 
@@ -208,10 +209,12 @@ def sample(
         )
     if not jnp.issubdtype(probe.dtype, jnp.floating):
         raise TypeError(f"denoiser logits must be floating, got dtype {probe.dtype}")
-    return _sample(
+    dtype = jnp.dtype(probe.dtype)
+    tokens, info = _sample(
         key, denoiser, process, jumps, banned, allocate_phases, sharding, shape,
-        int(vocab_size), int(num_steps), jnp.dtype(probe.dtype),
+        int(vocab_size), jnp.asarray(num_steps, jnp.int32), dtype,
     )
+    return tokens, info._replace(signal_grid=process.signal_grid(num_steps, dtype))
 
 
 def _stay_or_replace(key, tokens, phase, log_weights, jumps, jump_probability):
@@ -257,44 +260,44 @@ def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vo
     if allocate:
         phase = hazard.allocate_phases(phase, banned[tokens])
     phase = constrain(phase)
-    grid = process.signal_grid(num_steps, dtype)
 
-    def step(carry, xs):
+    def step(index, carry):
         tokens, phase, jumps_so_far, crossings, cum_hazard, nonfinite = carry
-        step_key, signal, next_signal = xs
+        signal = process.signal_at(index, num_steps, dtype)
+        next_signal = process.signal_at(index + 1, num_steps, dtype)
         log_posterior, bad = posterior(tokens, signal)
         log_weights = process.log_jump_weights(log_posterior, tokens, signal, next_signal)
         tokens, phase, jump, n, jump_mass = _stay_or_replace(
-            step_key, tokens, phase, log_weights, jumps, process.jump_probability
+            jax.random.fold_in(steps_key, index), tokens, phase, log_weights, jumps,
+            process.jump_probability,
         )
-        tokens = constrain(tokens)
-        carry = (
-            tokens,
+        return (
+            constrain(tokens),
             phase,
             jumps_so_far + jump.astype(jnp.int32),
             crossings + n,
             cum_hazard + jump_mass,
             nonfinite | bad | jnp.any(jnp.isnan(jump_mass)),
         )
-        return carry, None
 
     zeros = jnp.zeros(shape, dtype)
     carry = (tokens, phase, jnp.zeros(shape, jnp.int32), zeros, zeros, jnp.asarray(False))
-    xs = (jax.random.split(steps_key, num_steps - 1), grid[:-2], grid[1:-1])
-    (tokens, _, jump_counts, crossings, cum_hazard, nonfinite), _ = jax.lax.scan(step, carry, xs)
-
+    # num_steps is traced: one compilation serves every NFE
+    tokens, _, jump_counts, crossings, cum_hazard, nonfinite = jax.lax.fori_loop(
+        0, num_steps - 1, step, carry
+    )
     if banned is None:
         banned_left = jnp.zeros(shape[0], jnp.int32)
     else:
         banned_left = jnp.sum(banned[tokens], axis=-1, dtype=jnp.int32)
-    log_posterior, bad = posterior(tokens, grid[-2])
+    log_posterior, bad = posterior(tokens, process.signal_at(num_steps - 1, num_steps, dtype))
     tokens = jax.random.categorical(final_key, log_posterior, axis=-1).astype(jnp.int32)
     info = SampleInfo(
         jumps=jump_counts,
         crossings=crossings,
         cum_hazard=cum_hazard,
-        nfe=jnp.asarray(num_steps, jnp.int32),
-        signal_grid=grid,
+        nfe=num_steps,
+        signal_grid=None,  # filled in outside the compiled function: its length is the NFE
         banned_before_denoise=banned_left,
         nonfinite=nonfinite | bad,
     )

@@ -1,4 +1,4 @@
-"""Tests of jaxsample.kernels.hazard: the SHS invariants (paper notes §4) and the Bernoulli baseline.
+"""Tests of jaxsample.kernels.hazard: the SHS invariants (paper notes §4), the Bernoulli baseline.
 
 Statistical checks use fixed seeds and a z = 5 bound on the Monte Carlo standard error, or a
 chi-square test at p = 1e-4.
@@ -89,7 +89,8 @@ def test_phase_stays_in_unit_interval_and_float32_is_exact_over_long_paths():
 
 def test_nonfinite_mass_keeps_the_phase_and_shows_in_the_count(dtype):
     phase = jnp.asarray([0.25, 0.5, 0.75], dtype)
-    crossings, new_phase = hazard.stratified_jumps(phase, jnp.asarray([jnp.inf, jnp.nan, 0.5], dtype))
+    mass = jnp.asarray([jnp.inf, jnp.nan, 0.5], dtype)
+    crossings, new_phase = hazard.stratified_jumps(phase, mass)
     assert np.isposinf(crossings[0]) and np.isnan(crossings[1]) and crossings[2] == 1
     np.testing.assert_allclose(new_phase, np.asarray([0.25, 0.5, 0.25]), atol=1e-6)
     assert new_phase.dtype == dtype
@@ -101,7 +102,7 @@ def test_stratified_under_jit_and_vmap_matches_eager():
     eager = hazard.stratified_jumps(phase, mass)
     jitted = jax.jit(hazard.stratified_jumps)(phase, mass)
     mapped = jax.vmap(hazard.stratified_jumps)(phase, mass)
-    for a, b, c in zip(eager, jitted, mapped):
+    for a, b, c in zip(eager, jitted, mapped, strict=True):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
 
@@ -110,7 +111,8 @@ def test_bernoulli_count_is_poisson_binomial(dtype):
     probs = SMALL_PATH
     keys = jax.random.split(jax.random.key(5), len(probs))
     jumped = jnp.stack([
-        hazard.bernoulli_jumps(k, jnp.full((NUM_POSITIONS,), p, dtype)) for k, p in zip(keys, probs)
+        hazard.bernoulli_jumps(k, jnp.full((NUM_POSITIONS,), p, dtype))
+        for k, p in zip(keys, probs, strict=True)
     ])
     assert jumped.dtype == jnp.bool_
     for k, p in enumerate(probs):
@@ -145,7 +147,7 @@ def test_allocate_phases_gives_largest_phases_to_priority_positions(dtype):
     out = hazard.allocate_phases(phase, priority)
     assert out.dtype == dtype and out.shape == phase.shape
     np.testing.assert_array_equal(np.sort(out, axis=-1), np.sort(phase, axis=-1))
-    for row_out, row_pri in zip(np.asarray(out), np.asarray(priority)):
+    for row_out, row_pri in zip(np.asarray(out), np.asarray(priority), strict=True):
         if row_pri.any() and (~row_pri).any():
             assert row_out[row_pri].min() >= row_out[~row_pri].max()
         # within each group, phases are in decreasing position order
