@@ -1,10 +1,11 @@
 """Two-level softmax sampling (2LS, S-2LS, SD-2LS) against the exact softmax draw.
 
-Synthetic clustered embeddings, d = 64: K0 ~ sqrt(N) Gaussian clusters with log-normal sizes
-(imbalanced) and varied, anisotropic spread (isotropic sigma_c plus one strong random direction per
-cluster), so the within-cluster score spread is comparable to the spread of centroid scores. The
-index uses the generating cluster ids, with clusters above twice the mean size split
-(``max_cluster_size``). Query-dependent logits s_i = q·x_i / tau, random queries of norm 2.
+Synthetic clustered embeddings (``jaxsample.demo.softmax.clustered_embeddings``), d = 64:
+K0 ~ sqrt(N) Gaussian clusters with log-normal sizes (imbalanced) and varied, anisotropic spread
+(isotropic sigma_c plus one strong random direction per cluster), so the within-cluster score
+spread is comparable to the spread of centroid scores. The index uses the generating cluster ids,
+with clusters above twice the mean size split (``max_cluster_size``). Query-dependent logits
+s_i = q·x_i / tau, random queries of norm 2.
 
 Peers, same queries: exact = all N logits + ``jax.random.categorical`` (Gumbel-max) for 1 draw;
 for 64 draws both Gumbel-max (64 x N noise) and inverse CDF (cumsum + ``searchsorted``).
@@ -15,36 +16,18 @@ all N items for a set of evaluation queries.
 from __future__ import annotations
 
 import math
+import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from harness import BenchTable, Row, time_fn
 
 from jaxsample import softmax
+from jaxsample.demo.softmax import clustered_embeddings
 
 D = 64
 TAU = 1.0
 QUERY_NORM = 2.0
-
-
-def clustered_items(key, n, d):
-    """Items, generating ids: imbalanced, anisotropic Gaussian clusters."""
-    k = max(2, round(math.sqrt(n)))
-    keys = jax.random.split(key, 6)
-    weights = np.asarray(jnp.exp(jax.random.normal(keys[0], (k,))))
-    sizes = np.maximum(1, np.floor(n * weights / weights.sum()).astype(int))
-    sizes[np.argmax(sizes)] += n - sizes.sum()
-    ids = jnp.asarray(np.repeat(np.arange(k), sizes), jnp.int32)
-    centres = jax.random.normal(keys[1], (k, d)) / math.sqrt(d) * 3.0
-    spread = jax.random.uniform(keys[2], (k,), minval=0.2, maxval=1.2)
-    directions = jax.random.normal(keys[3], (k, d))
-    directions = directions / jnp.linalg.norm(directions, axis=1, keepdims=True)
-    stretch = jax.random.uniform(keys[4], (k,), minval=0.0, maxval=3.0)
-    z = jax.random.normal(keys[5], (n, d + 1))
-    x = (centres[ids] + spread[ids, None] * z[:, :d] / math.sqrt(d) * 3.0
-         + (stretch[ids] * z[:, d])[:, None] * directions[ids])
-    return x, ids, k
 
 
 def make_queries(key, b, d):
@@ -64,8 +47,8 @@ def divergences(index, queries, variant):
 def case(n, num_time_queries, num_eval_queries, chunk, seed=0):
     key = jax.random.key(seed)
     k_items, k_q, k_eval, k_draw = jax.random.split(key, 4)
-    x, ids, k0 = clustered_items(k_items, n, D)
-    cap = 2 * math.ceil(n / k0)
+    x, ids = clustered_embeddings(k_items, n, D)
+    cap = 2 * math.ceil(n / (int(ids[-1]) + 1))
     indices = {
         "diag": softmax.build_index(x, cluster_ids=ids, max_cluster_size=cap),
         "rank 4": softmax.build_index(x, cluster_ids=ids, max_cluster_size=cap, rank=4,
@@ -95,7 +78,7 @@ def case(n, num_time_queries, num_eval_queries, chunk, seed=0):
     for draws in (1, 64):
         tag = f"{label}, {draws} draw{'s' if draws > 1 else ''}"
         marker = jnp.zeros(draws)
-        if draws == 1 or n <= 100_000:  # Gumbel-max for 64 draws needs 64 x N noise per query
+        if draws == 1 or n <= 20_000:  # Gumbel-max for 64 draws needs 64 x N noise per query
             t_gumbel, _ = time_fn(exact_gumbel, k_draw, queries, marker, repeats=3)
             rows.append(Row(tag, "exact (categorical)", {}, t_gumbel / num_time_queries,
                             peer=draws == 1))
@@ -113,10 +96,19 @@ def case(n, num_time_queries, num_eval_queries, chunk, seed=0):
                 quality[name] = divergences(index, eval_queries, variant)
             tv, kl = quality[name]
             rows.append(Row(tag, name, {"TV": tv, "KL": kl}, t / num_time_queries))
-    return rows, quality
+    # S-2LS vs 2LS differ by one (K,) add: time them interleaved, min over rounds, so that load
+    # from other processes hits both alike.
+    best = {}
+    for _ in range(15):
+        for variant in ("2ls", "s"):
+            t0 = time.perf_counter()
+            jax.block_until_ready(softmax.sample(k_draw, base, queries, 1, variant=variant,
+                                                 temperature=TAU))
+            best[variant] = min(best.get(variant, math.inf), time.perf_counter() - t0)
+    return rows, quality, best
 
 
-def goal_notes(rows, quality, n):
+def goal_notes(rows, quality, n, best):
     notes = []
     one = {r.method: r.seconds for r in rows if r.case.endswith(", 1 draw")}
     speedup = one["exact (categorical)"] / one["SD-2LS (diag)"]
@@ -129,8 +121,16 @@ def goal_notes(rows, quality, n):
                  f"(rank 4); goal <= 0.5: {'met' if min(tv_ratio, tv_ratio4) <= 0.5 else 'missed'}"
                  f" ({'diag' if tv_ratio <= 0.5 else 'rank 4 only' if tv_ratio4 <= 0.5 else '-'}).")
     overhead = one["S-2LS"] / one["2LS"] - 1
-    notes.append(f"N={n:.0e}: S-2LS time vs 2LS: {100 * overhead:+.0f}% (goal: no measurable "
-                 "overhead; log n_c is a precomputed vector add, differences are timing noise).")
+    interleaved = best["s"] / best["2ls"] - 1
+    notes.append(f"N={n:.0e}: S-2LS time vs 2LS, 1 draw: {100 * overhead:+.0f}% (medians above), "
+                 f"{100 * interleaved:+.0f}% (min of 15 interleaved calls); goal: no measurable "
+                 "overhead (the size term is one precomputed (K,) add).")
+    many = {r.method: r.seconds for r in rows if r.case.endswith(", 64 draws")}
+    ratio = many["exact (inverse CDF)"] / many["SD-2LS (diag)"]
+    notes.append(f"N={n:.0e}: 64 draws per query, SD-2LS (diag) is {ratio:.2f}x the speed of the "
+                 "exact inverse-CDF draw: each draw gathers its cluster's m members (S*m*d "
+                 "gathered floats vs N*d for the exact logits), and XLA:CPU gathers are slow; "
+                 "the >= 20x goal holds for single draws only.")
     return notes
 
 
@@ -140,11 +140,14 @@ def run(quick: bool) -> list[BenchTable]:
                                                    (1_000_000, 32, 16, 4)]
     tables = []
     for n, num_time, num_eval, chunk in sizes:
-        rows, quality = case(n, num_time, num_eval, chunk)
+        rows, quality, best = case(n, num_time, num_eval, chunk)
         notes = [f"per-query seconds over a batch of {num_time} queries; TV/KL are means over "
                  f"{num_eval} other queries, exact enumeration over all N items",
                  "index built from the generating cluster ids (k-means at this N is the slow "
                  "part and not what is timed), clusters above twice the mean size split",
-                 *goal_notes(rows, quality, n)]
+                 "exact (categorical) with 64 draws (64 x N Gumbel noise per query) is timed "
+                 "only for N <= 2e4 (see --quick)",
+                 "timed on a shared 2-core CPU with other jobs running: medians carry noise",
+                 *goal_notes(rows, quality, n, best)]
         tables.append(BenchTable(f"Two-level softmax sampling, d={D}, N={n:.0e}", rows, notes))
     return tables
