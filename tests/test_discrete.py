@@ -260,6 +260,25 @@ def test_one_jump_step_has_the_exact_law_for_both_rules(x64):
         assert _chisquare_ok(np.bincount(np.asarray(x[:, 0]), minlength=3), PI3), jumps
 
 
+def test_stratified_rule_is_not_distribution_exact(x64):
+    """Characterises the method (paper notes §4, 'what is not preserved'), not a bug.
+
+    One position (L = 1), exact denoiser, DTMC: every Bernoulli step is an exact ancestral step,
+    so its output law is π0 at any NFE. Under SHS the first jump happens when the cumulative
+    mass reaches 1 − U, a linear rather than exponential waiting-time law, and the output law
+    sharpens towards the mode (here 0.7 -> about 0.79 at NFE 16).
+    """
+    data = discrete.MarkovChainData(jnp.asarray([0.7, 0.2, 0.1]), jnp.asarray(T3))
+    n = 40_000
+    counts = {}
+    for jumps in ("bernoulli", "stratified"):
+        x, _ = discrete.sample(jax.random.key(15), data.denoiser, vocab_size=3, seq_len=1,
+                               num_samples=n, num_steps=16, process="dtmc", jumps=jumps)
+        counts[jumps] = np.bincount(np.asarray(x[:, 0]), minlength=3)
+    assert _chisquare_ok(counts["bernoulli"], [0.7, 0.2, 0.1])
+    assert counts["stratified"][0] / n > 0.7 + Z * np.sqrt(0.21 / n)
+
+
 def test_destinations_are_identical_between_rules(x64):
     """Same key: where both rules jump, they move to the same token; the law is w / Δ."""
     k, n = 4, 50_000
