@@ -14,6 +14,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -46,6 +47,7 @@ def main():
             ax.loglog(nfes, [max(r, 1e-5) for r in rates], style, label=jumps)
         ax.set_title(process)
         ax.set_xlabel("NFE")
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xticks(nfes, [str(n) for n in nfes])
     axes[0].set_ylabel("invalid-bigram rate")
     axes[0].legend()
