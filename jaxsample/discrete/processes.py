@@ -71,6 +71,15 @@ class DTMC:
 
     Reference: Austin et al. 2021 (D3PM, arXiv:2107.03006); Schiff et al. 2024 (UDLM,
     arXiv:2412.10193).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxsample.discrete import DTMC
+        >>> log_post = jnp.log(jnp.full((1, 2, 3), 1 / 3))  # B = 1, L = 2, K = 3
+        >>> w = DTMC().log_jump_weights(log_post, jnp.array([[0, 2]]), jnp.float32(0.0),
+        ...                             jnp.float32(0.5))
+        >>> w.shape, bool(jnp.isneginf(w[0, 1, 2]))
+        ((1, 2, 3), True)
     """
 
     name = "dtmc"
@@ -132,6 +141,12 @@ class CTMC:
         eps: the smallest signal level (``t = 1 − eps`` in diffusion time), in ``(0, 1)``.
 
     Reference: Campbell et al. 2022 (arXiv:2205.14987); Lou et al. 2024 (SEDD, arXiv:2310.16834).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxsample.discrete import CTMC
+        >>> [round(a, 4) for a in CTMC(eps=0.01).signal_grid(4, jnp.float32).tolist()]
+        [0.01, 0.2575, 0.505, 0.7525, 1.0]
     """
 
     eps: float = 1e-3
@@ -183,6 +198,15 @@ class Flow:
     :math:`\\kappa = 1`, where the hazard diverges; the last interval is the denoise draw.
 
     Reference: Gat et al. 2024 (arXiv:2407.15595); Campbell et al. 2024 (arXiv:2402.04997).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from jaxsample.discrete import Flow
+        >>> log_post = jnp.log(jnp.array([[[0.5, 0.25, 0.25]]]))
+        >>> w = Flow().log_jump_weights(log_post, jnp.array([[0]]), jnp.float32(0.5),
+        ...                             jnp.float32(0.75))
+        >>> jnp.exp(w).round(3).tolist()  # u(y | x) dκ = p(y) / (1 - κ) · dκ, y ≠ x
+        [[[0.0, 0.125, 0.125]]]
     """
 
     name = "flow"
