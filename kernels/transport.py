@@ -38,6 +38,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -162,8 +163,13 @@ def proposal_log_weights(
     dtype = proposals.dtype
     inv_two_var = 0.5 / jnp.square(jnp.asarray(sigma, dtype))
 
+    # centring keeps the expanded squared distances accurate far from the origin
+    origin = jnp.mean(centres, axis=0)
+    centred = centres - origin[None, :]
+
     def log_mixture(y_block):
-        return jax.nn.logsumexp(-inv_two_var * 2 * _half_sq_dist(y_block, centres), axis=1)
+        sq = 2 * _half_sq_dist(y_block - origin[None, :], centred)
+        return jax.nn.logsumexp(-inv_two_var * sq, axis=1)
 
     valid = jnp.isfinite(log_target)
     log_b = jnp.where(valid, log_target - _row_map(log_mixture, proposals, chunk_size), -jnp.inf)
@@ -353,6 +359,12 @@ def solve_coupling(
         init = (jnp.zeros((n,), dtype), jnp.zeros((p,), dtype))
     init = tuple(jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v)) for v in init)
     tau_b = 1.0 if coupling == "balanced" else rho / (1.0 + rho)
+    return _sinkhorn(geom, log_a, log_b, init, tau_b, threshold, max_iterations, inner_iterations)
+
+
+# jitted so that eager callers compile Sinkhorn's loop once per shape, not at every call
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _sinkhorn(geom, log_a, log_b, init, tau_b, threshold, max_iterations, inner_iterations):
     problem = linear_problem.LinearProblem(
         geom, a=jnp.exp(log_a), b=jnp.exp(log_b), tau_a=1.0, tau_b=tau_b
     )
