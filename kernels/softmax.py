@@ -227,7 +227,8 @@ def cluster_stats(
             return jnp.full((d,), resid, dtype), (top_vecs * scales[None, :]).T
 
         diag, factors = jax.lax.map(
-            low_rank, (members, mask, mean, safe_sizes[:, 0]), batch_size=chunk_size
+            low_rank, (members, mask, mean, safe_sizes[:, 0]),
+            batch_size=chunk_size or num_clusters,
         )
     return ClusterStats(log_size, mean, diag.astype(dtype), factors.astype(dtype), members, mask)
 
