@@ -220,7 +220,11 @@ def moment_targets(data, kernel_bandwidth) -> MomentTargets:
                [0.  , 0.25]], dtype=float32)
     """
     data = _check_data(data)
-    bandwidth = _check_number("kernel_bandwidth", kernel_bandwidth, positive=True)
+    return _checked_targets(data, _check_number("kernel_bandwidth", kernel_bandwidth,
+                                                 positive=True))
+
+
+def _checked_targets(data, bandwidth: float) -> MomentTargets:
     targets = _moment_targets(data, bandwidth)
     if not isinstance(targets.chol, jax.core.Tracer) and not np.all(np.isfinite(targets.chol)):
         raise ValueError(
@@ -244,8 +248,8 @@ def _moment_targets(data, bandwidth):
 def _build(data, kernel_bandwidth, smoothing, num_smoothing_samples, step_size, integrator,
            estimator, chunk_size, num_neighbours, num_remainder, constrained):
     data = _check_data(data)
-    targets = moment_targets(data, kernel_bandwidth)
     bandwidth = _check_number("kernel_bandwidth", kernel_bandwidth, positive=True)
+    targets = _checked_targets(data, bandwidth)
     smoothing = _check_number("smoothing", smoothing, positive=False)
     step_size = _check_number("step_size", step_size, positive=True)
     num_smoothing_samples = _check_num_smoothing_samples(num_smoothing_samples)
@@ -315,8 +319,8 @@ def _build(data, kernel_bandwidth, smoothing, num_smoothing_samples, step_size, 
         h = jnp.asarray(step_size, dtype)
         moved = coords - h * project(coords, grad_coords)
         if integrator == "leimkuhler_matthews":
-            moved = moved + jnp.sqrt(h / 2) * (project(coords, state.prev_noise)
-                                               + project(coords, noise))
+            # P(xi_prev) + P(xi) = P(xi_prev + xi): the projection is linear
+            moved = moved + jnp.sqrt(h / 2) * project(coords, state.prev_noise + noise)
         else:
             moved = moved + jnp.sqrt(2 * h) * project(coords, noise)
         if constrained:
@@ -339,8 +343,23 @@ def _build(data, kernel_bandwidth, smoothing, num_smoothing_samples, step_size, 
 
 
 def pulled_back_gradient(score_z: jax.Array, chol: jax.Array) -> jax.Array:
-    r"""Chain rule to whitened coordinates: with rows :math:`z_b = \mu^* + L y_b`,
-    :math:`\nabla_{y_b} = L^\top \nabla_{z_b}`, i.e. ``G_Y = G_Z @ L`` (not ``G_Z @ L.T``)."""
+    r"""Chain rule to whitened coordinates, row-wise: ``G_Y = G_Z @ L`` (not ``G_Z @ L.T``).
+
+    With rows :math:`z_b = \mu^* + L y_b`, :math:`\nabla_{y_b} = L^\top \nabla_{z_b}`; stacked
+    as rows this is ``G_Z @ L``. (The reference code's ``G_Z @ L.T`` agrees only for diagonal L.)
+
+    Args:
+        score_z: ``(B, d)`` gradients (or scores) with respect to the particles ``Z``.
+        chol: ``(d, d)`` lower Cholesky factor ``L`` of ``Sigma*``.
+
+    Returns:
+        ``(B, d)`` the same quantity with respect to ``Y``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> pulled_back_gradient(jnp.array([[1.0, 0.0]]), jnp.array([[2.0, 0.0], [1.0, 3.0]]))
+        Array([[2., 0.]], dtype=float32)
+    """
     return score_z @ chol
 
 
