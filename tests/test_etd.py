@@ -72,6 +72,7 @@ def test_translation_equivariance(x64):
     np.testing.assert_allclose(s1.positions - shift[None, :], s0.positions, atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_score", [True, False])
 def test_standard_gaussian_2d_moments(with_score):
     """Mean and per-dimension variance over 8 independent systems of 100 particles.
@@ -94,6 +95,7 @@ def test_standard_gaussian_2d_moments(with_score):
     assert float(jnp.max(jnp.abs(variances.mean(axis=0) - 1))) < var_tol
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_score", [True, False])
 def test_four_mode_mixture_all_modes_populated(with_score):
     """Modes at (±3, ±3): with 100 particles each mode holds ~25; ≥ 10 fails for a fair
@@ -188,6 +190,7 @@ def test_dtype_preserved(dtype):
     assert bool(jnp.all(jnp.isfinite(state.positions))) and not bool(info.nonfinite.any())
 
 
+@pytest.mark.slow
 def test_jit_matches_eager(x64):
     alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=3)
     state = alg.init(_init(jax.random.key(0), 10, 2, jnp.float64))
@@ -265,7 +268,7 @@ def test_invalid_logdensity_values_get_zero_weight():
 def test_all_proposals_invalid_keeps_particles():
     alg = jaxsample.etd(lambda x: jnp.full((), jnp.nan), num_proposals=3)
     x0 = _init(jax.random.key(0), 10, 2)
-    state, info = alg.step(jax.random.key(1), alg.init(x0))
+    state, info = jax.jit(alg.step)(jax.random.key(1), alg.init(x0))
     np.testing.assert_array_equal(state.positions, x0)
     assert int(info.num_invalid) == 30 and bool(info.nonfinite)
 
