@@ -13,7 +13,7 @@ from scipy import stats
 from jaxsample.kernels import hazard
 
 Z = 5.0
-NUM_POSITIONS = 200_000
+NUM_POSITIONS = 100_000
 # a fixed hazard path with steps above 1 (multiple crossings); total 3.37, frac 0.37
 PATH = np.array([0.05, 0.6, 1.4, 0.02, 0.3, 0.0, 0.9, 0.1])
 # a path with every step <= 1, for per-step and consecutive-step frequencies

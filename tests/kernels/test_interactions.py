@@ -77,7 +77,7 @@ def test_antithetic_noise():
             antithetic_normal(jax.random.key(0), 2, bad, 2)
 
 
-@pytest.mark.parametrize("chunk_size", [1, 5, 12, 40])
+@pytest.mark.parametrize("chunk_size", [5, 40])  # uneven last chunk; one chunk > B
 def test_chunked_equals_dense(dtype, chunk_size):
     z, data, noise = _problem(dtype)
     key = jax.random.key(9)
@@ -123,13 +123,13 @@ def test_knn_equals_exact_when_it_covers_the_data(dtype):
 
 
 def test_knn_error_shrinks_with_remainder(x64):
-    """Mean squared error over 400 particles and 4 remainder draws; strictly decreasing."""
-    z, data, noise = _problem(jnp.float64, num_particles=400, num_data=300, dim=2)
+    """Mean squared error over 200 particles and 2 remainder draws; strictly decreasing."""
+    z, data, noise = _problem(jnp.float64, num_particles=200, num_data=300, dim=2)
     exact = smoothed_kde_score(z, data, 0.5, 0.2, noise)
     errors = []
-    for num_remainder in (5, 40, 160, 280):
+    for num_remainder in (5, 60, 280):
         err = 0.0
-        for seed in range(4):
+        for seed in range(2):
             approx = knn_smoothed_kde_score(jax.random.key(seed), z, data, 0.5, 0.2, noise,
                                             num_neighbours=20, num_remainder=num_remainder)
             err += float(jnp.mean(jnp.square(approx - exact)))
