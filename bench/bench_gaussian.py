@@ -4,7 +4,7 @@ Target N(m, Λ^{-1}) with a log-uniform spectrum on [1, κ] in a random orthonor
 oracle, O(d²) per query). Every method is asked for the same relative accuracy ε and gets the same
 noise z; the quality column is the measured whitened error max_i ‖Λ^{1/2}(x_i − m) − z_i‖/‖z_i‖.
 Query counts: sinc = quadrature levels (one smoothed score each), Chebyshev = degree, Lanczos =
-fewest steps (found by doubling, then bisection to ~6 %) whose error is ≤ ε on these z. A second
+fewest steps (doubling, then bisection to ~12 %, on the first z) with error ≤ ε. A second
 table gives the bits of the quantised variant (bits="auto"). All in float64.
 """
 
@@ -23,7 +23,7 @@ from jaxsample.kernels.resolvent import chebyshev_inverse_sqrt, lanczos_inverse_
 
 # Chebyshev runs whose cost (degree · samples · 4 d² flops) exceeds this are not run; their
 # error is then evaluated exactly on the spectrum (the method is the matrix function p(Λ)).
-_CHEBYSHEV_FLOP_BUDGET = 1.5e11
+_CHEBYSHEV_FLOP_BUDGET = 3e10
 
 
 def _basis(dim, seed=0):
@@ -46,7 +46,7 @@ def _lanczos_steps(lam, w, tol):
     while hi < dim and error(hi) > tol:
         hi = min(2 * hi, dim)
     lo = hi // 2
-    while hi - lo > max(1, hi // 16):
+    while hi - lo > max(1, hi // 8):
         mid = (lo + hi) // 2
         if error(mid) <= tol:
             hi = mid
@@ -58,8 +58,10 @@ def _lanczos_steps(lam, w, tol):
 def _cases(quick):
     if quick:
         return [(100, kappa, 1e-6) for kappa in (1e2, 1e4, 1e6)]
-    return [(dim, kappa, tol) for dim in (100, 2000) for kappa in (1e2, 1e4, 1e6, 1e8)
-            for tol in (1e-3, 1e-6)]
+    # d = 2000 at eps = 1e-6 only: with eps = 1e-3 as well the full run took over 25 minutes on
+    # the shared 2-core machine (the Lanczos step search dominates).
+    return [(100, kappa, tol) for kappa in (1e2, 1e4, 1e6, 1e8) for tol in (1e-3, 1e-6)] + [
+        (2000, kappa, 1e-6) for kappa in (1e2, 1e4, 1e6, 1e8)]
 
 
 def _whitened_error(x, mean, basis, lam, w):
@@ -107,7 +109,7 @@ def _case(dim, kappa, tol, q):
     cheb = Row(case, method, {"queries/sample": degree, "whitened error": cheb_error}, t,
                peer=t is not None)
 
-    steps = _lanczos_steps(lam, w, tol)
+    steps = _lanczos_steps(lam, w[:1], tol)  # searched on the first sample, checked on all
     t, (x, _) = time_fn(gaussian.lanczos_sample, key, oracle.score, mean=mean, num_steps=steps,
                         num_samples=num_samples, repeats=repeats)
     lanczos = Row(case, "Lanczos, full reorth. (gradients)",
@@ -129,12 +131,15 @@ def _case(dim, kappa, tol, q):
 
 
 def _accuracy_table(quick):
-    rows, notes, ratios, levels = [], [], {}, {}
+    rows, notes, ratios, levels, misses = [], [], {}, {}, []
     bases = {}
     for dim, kappa, tol in _cases(quick):
         q = bases.setdefault(dim, _basis(dim))
         case_rows, count, degree = _case(dim, kappa, tol, q)
         rows += case_rows
+        sinc_error = case_rows[0].metrics["whitened error"]
+        if sinc_error > 2 * tol:
+            misses.append(f"d={dim} κ={kappa:.0e} ε={tol:.0e}: {sinc_error:.1e}")
         levels[(dim, tol, kappa)] = count
         ratios[(dim, kappa, tol)] = degree / count
 
@@ -149,6 +154,16 @@ def _accuracy_table(quick):
             ratio = ratios[(dim, 1e6, 1e-6)]
             notes.append(f"Goal ≥ 10× fewer queries than Chebyshev at κ=1e6, ε=1e-6 (d={dim}): "
                          f"{ratio:.0f}× ({'met' if ratio >= 10 else 'MISSED'}).")
+    if misses:
+        notes.append("Sinc sampler above 2ε (MISSED, round-off): " + "; ".join(misses) + ". "
+                     "The cancellation in τz + τ²s_τ at the largest τ leaves a floor ~ u√κ/ε "
+                     "times the oracle's relative error; the dense eigh oracle's error grows "
+                     "with d, so at κ = 1e8 the floor exceeds ε = 1e-6 (see gaussian.sample).")
+    if not quick:
+        notes.append("Shrunk to fit ~10 min on the shared 2-core machine: d = 2000 only at "
+                     "ε = 1e-6 and with 2 samples (d = 100: 8); Chebyshev runs costing over "
+                     f"{_CHEBYSHEV_FLOP_BUDGET:.0e} flops are not run: their degree is exact and "
+                     "their error is evaluated on the spectrum with the same z.")
     notes.append("Lanczos adapts to the spectrum and is exact at d steps, so at d = 100 its count "
                  "saturates near d; at d = 2000 its √κ growth shows until it nears d.")
     notes.append("Sinc and Chebyshev meet ε as a bound on |r(λ)√λ − 1| over the whole interval; "
