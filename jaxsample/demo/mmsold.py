@@ -33,7 +33,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     rows, clouds = [], {}
 
     tilt = exact_tilt(circle, kernel_bandwidth=CIRCLE_BANDWIDTH, smoothing=CIRCLE_SMOOTHING,
-                      grid_size=81)
+                      grid_size=61, num_quadrature=16)
     grid_radius = np.linalg.norm(tilt.grid, axis=1)
     cell = tilt.cell_volume
     for name, log_density in [("exact tilted law (quadrature)", tilt.log_density),
@@ -45,7 +45,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     for name, make in [("MM-SOLD", jaxsample.mmsold), ("naive smoothed Langevin",
                                                         smoothed_langevin)]:
         alg = make(jnp.asarray(circle), **kwargs)
-        state, info = jaxsample.run(keys[0], alg, alg.init(keys[1], 1000), 300)
+        state, info = jaxsample.run(keys[0], alg, alg.init(keys[1], 800), 200)
         z = np.asarray(state.positions)
         clouds[("circle", name)] = z
         rows.append(["circle", name, *_radius_stats(np.linalg.norm(z, axis=1)),
@@ -58,11 +58,11 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     for name, make in [("MM-SOLD", jaxsample.mmsold), ("naive smoothed Langevin",
                                                         smoothed_langevin)]:
         alg = make(data, **board)
-        state, info = jaxsample.run(keys[4], alg, alg.init(keys[5], 1000), 200)
+        state, info = jaxsample.run(keys[4], alg, alg.init(keys[5], 600), 150)
         clouds[("checkerboard", name)] = np.asarray(state.positions)
         rows.append(["checkerboard", name, None, None, float(info.cov_residual[-1]),
                      float(sliced_wasserstein(keys[6], state.positions, target))])
-    cfdm, _ = cfdm_sample(keys[4], data, num_samples=1000, smoothing=0.02, num_steps=100,
+    cfdm, _ = cfdm_sample(keys[4], data, num_samples=600, smoothing=0.02, num_steps=100,
                           num_smoothing_samples=2)
     clouds[("checkerboard", "σ-CFDM")] = np.asarray(cfdm)
     rows.append(["checkerboard", "σ-CFDM (100 steps)", None, None, None,
@@ -90,7 +90,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
             f"Lambda = {tilt.quadratic[0, 0]:.2f} I (negative: the tilt pushes mass back out). "
             "MM-SOLD holds mean and covariance exactly at every step (cov residual ~ round-off) "
             "and its radius statistics follow the tilted law; the naive dynamics drifts to "
-            "e^{-V}. Checkerboard: 500 training points, B=1000, 200 steps.")
+            "e^{-V}. Checkerboard: 500 training points, B=600, 150 steps.")
     return SectionReport(
         headers=["case", "method", "mean radius", "radius sd", "cov residual",
                  "sliced W2 to target"],
