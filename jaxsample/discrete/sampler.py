@@ -128,7 +128,14 @@ def sample(
       ``process.jump_probability(Δ)`` (Δ for the DTMC, :math:`1 - e^{-\\Delta}` for CTMC/flow).
 
     Both rules split each step's key the same way, so with one seed they share the destination
-    draws.
+    draws. ``num_steps`` is a traced loop bound: one compilation serves every NFE.
+
+    Caveat (measured, see ``bench/results_shs.md``): SHS is not distribution-exact. The first
+    jump of a position happens when its cumulative mass reaches :math:`1 - U`, a linear rather
+    than exponential waiting-time law, so even with an exact denoiser and many steps the output
+    law is sharpened towards the modes: fewer invalid bigrams than Bernoulli at equal NFE, but a
+    sequence-level TV that plateaus (≈ 0.12 on the K = 3, L = 6 test chain) where the Bernoulli
+    rule converges to the data law.
 
     Blacklist: blacklisted tokens are removed from the model's clean-token posterior (set to
     ``-inf`` and renormalised) before the process is built, so they are never proposed and never
