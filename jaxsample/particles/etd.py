@@ -32,7 +32,8 @@ to ``b`` (a plain importance resampling that forgets where particles were). The 
 ``α`` dominates the behaviour in high dimension: with a small ``α`` the importance weights
 concentrate on a few proposals, rows of the plan degenerate and particles are duplicated until the
 ensemble's variance collapses (as SVGD's does). The default ``α = 0.5`` keeps the weights balanced
-on standard-scale targets up to ``d ≈ 50–100`` (see ``tests/test_etd.py`` and the bench); scale
+on standard-scale targets up to ``d ≈ 50`` with 100 particles (at ``d = 100`` it collapses too; see
+``tests/test_etd.py`` and ``bench/results_etd.md``); scale
 ``α`` with the square of the target's length scale, and watch ``info.weight_ess`` and
 ``info.num_distinct``: if they fall to a handful, raise ``α`` or ``num_proposals``, or add
 ``mutation_steps``.
