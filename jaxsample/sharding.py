@@ -8,11 +8,12 @@ no home-made distribution layer, and the same code scales to many hosts after
 
 Example:
     >>> import jax, jax.numpy as jnp
+    >>> from jax.sharding import PartitionSpec
     >>> from jaxsample.sharding import particle_mesh, shard_particles
     >>> mesh = particle_mesh()                      # every local device on one axis
     >>> x = shard_particles(jnp.zeros((8 * jax.device_count(), 2)), mesh)
-    >>> x.sharding.spec
-    PartitionSpec('particles',)
+    >>> x.sharding.spec == PartitionSpec("particles")
+    True
 """
 
 from __future__ import annotations

@@ -530,7 +530,7 @@ def plugin_tilt(key: jax.Array, data, *, kernel_bandwidth: float, smoothing: flo
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> angles = jnp.arange(12) * (2 * jnp.pi / 12)
+        >>> angles = jnp.arange(12.0) * (2 * jnp.pi / 12)
         >>> circle = jnp.stack([jnp.cos(angles), jnp.sin(angles)], axis=1)
         >>> tilt = plugin_tilt(jax.random.key(0), circle, kernel_bandwidth=0.1, smoothing=0.2)
         >>> bool(jnp.all(jnp.abs(tilt.linear) < 1e-3)), bool(tilt.quadratic[0, 0] < 0)
