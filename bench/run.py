@@ -63,7 +63,7 @@ def main(argv=None) -> int:
             text = table.to_markdown()
             print(text + "\n", flush=True)
             sections.append(text)
-    out.write_text("\n".join(header) + "\n\n".join(sections) + "\n")
+    out.write_text("\n".join(header) + "\n" + "\n\n".join(sections) + "\n")
     print(f"[bench] wrote {out}")
     return 0
 

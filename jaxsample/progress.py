@@ -3,9 +3,9 @@
 A meter is an object with a ``report(step, num_steps)`` method that :func:`jaxsample.run` calls
 *while tracing* the scan body, with ``step`` a traced 1-based step counter. The base class turns
 that into a ``jax.debug.callback`` fired every ``every`` steps (a ``lax.cond`` on the step counter,
-which is never batched, so ``vmap`` keeps it a real branch). Under ``vmap`` the callback runs once
-per batch element; the host side drops repeats of a step it has already shown, so a vmapped run
-over 100 chains still prints one line per reported step.
+which is never batched, so ``vmap`` keeps it a real branch and calls the callback once per step,
+however many chains). Under ``pmap`` each device calls it; the host side drops repeats of a step it
+has already shown, so every reported step prints one line.
 
 Passing ``progress=None`` (the default) adds nothing at all to the computation.
 """
@@ -18,7 +18,6 @@ import time
 from typing import TextIO
 
 import jax
-import jax.numpy as jnp
 
 __all__ = ["ProgressMeter", "TextProgress", "TqdmProgress"]
 
@@ -42,29 +41,31 @@ class ProgressMeter:
     def report(self, step: jax.Array, num_steps: int) -> None:
         """Traced side: called by :func:`jaxsample.run` once per step inside the scan."""
         every = self.every or max(1, num_steps // 10)
-        due = jnp.logical_or(step % every == 0, step == num_steps)
+        # step 1 starts the clock on the host; multiples of `every` and the last step are shown
+        due = (step % every == 0) | (step == num_steps) | (step == 1)
         # num_steps is static: bind it on the host side, not as a (traced) callback operand
-        host_report = functools.partial(self._host_report, num_steps=num_steps)
+        host_report = functools.partial(self._host_report, num_steps=num_steps, every=every)
         jax.lax.cond(due, lambda s: jax.debug.callback(host_report, s), lambda s: None, step)
 
-    def _host_report(self, step, *, num_steps: int) -> None:
+    def _host_report(self, step, *, num_steps: int, every: int) -> None:
         step = int(step)
-        if step == self._last_step:  # the same step again: another element of a vmapped batch
+        if step == self._last_step:  # the same step again (one call per device under pmap)
             return
         if step < self._last_step or self._last_step == 0:  # a new run starts
             self._t0 = time.perf_counter()
             self.on_start(num_steps)
         self._last_step = step
-        self.on_update(step, num_steps, time.perf_counter() - self._t0)
+        elapsed = time.perf_counter() - self._t0
+        if step % every == 0 or step == num_steps:
+            self.on_update(step, num_steps, elapsed)
         if step == num_steps:
-            self.on_finish(num_steps, time.perf_counter() - self._t0)
-            self._last_step = 0
+            self.on_finish(num_steps, elapsed)
 
     def on_start(self, num_steps: int) -> None:
-        """Host side: a run begins (called before its first report)."""
+        """Host side: a run begins (its first step is done)."""
 
     def on_update(self, step: int, num_steps: int, elapsed: float) -> None:
-        """Host side: ``step`` of ``num_steps`` done, ``elapsed`` seconds after the first report."""
+        """Host side: ``step`` of ``num_steps`` done, ``elapsed`` seconds after the first step."""
 
     def on_finish(self, num_steps: int, elapsed: float) -> None:
         """Host side: the last step is done."""

@@ -140,3 +140,12 @@ def test_run_rejects_non_algorithm():
 def test_meter_rejects_bad_every():
     with pytest.raises(ValueError, match="every"):
         TextProgress(every=0)
+
+
+def test_progress_under_pmap_reports_each_step_once():
+    alg = ar1_algorithm()
+    meter = TextProgress(every=4, file=io.StringIO())
+    jax.pmap(lambda k, x: run(k, alg, x, 8, progress=meter))(
+        jax.random.split(jax.random.key(0), 4), jnp.zeros((4, 2)))
+    jax.effects_barrier()
+    assert meter.steps_reported == [4, 8]
