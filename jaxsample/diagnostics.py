@@ -138,11 +138,14 @@ def mmd(x, y, bandwidth=None, *, unbiased: bool = True, chunk_size: int | None =
     if unbiased and min(n, m) < 2:
         raise ValueError("the unbiased MMD needs at least 2 samples in x and in y")
     if bandwidth is None:
-        h = _median_bandwidth(x, y)
+        # identical samples have a zero median distance: floor it so the kernel stays defined
+        h = jnp.maximum(_median_bandwidth(x, y), jnp.finfo(x.dtype).tiny ** 0.25)
     else:
-        if not isinstance(bandwidth, jax.Array) and not bandwidth > 0:
-            raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
         h = jnp.asarray(bandwidth, x.dtype)
+        if h.shape != ():
+            raise ValueError(f"bandwidth must be a scalar, got shape {h.shape}")
+        if not isinstance(h, jax.core.Tracer) and not bool(h > 0):
+            raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
 
     def kernel(sq):
         return jnp.exp(-sq / (2 * h * h))
@@ -212,9 +215,17 @@ def damv(x, target_var=None):
     x = jnp.asarray(x)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"x must have shape (num_particles >= 2, dim), got {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"x must be floating, got dtype {x.dtype}")
     var = jnp.var(x, axis=0, ddof=1)
     if target_var is not None:
-        var = var / jnp.asarray(target_var, x.dtype)
+        target_var = jnp.asarray(target_var, x.dtype)
+        if target_var.shape not in ((), (x.shape[1],)):
+            raise ValueError(f"target_var must be a scalar or shape ({x.shape[1]},), "
+                             f"got {target_var.shape}")
+        if not isinstance(target_var, jax.core.Tracer) and not bool(jnp.all(target_var > 0)):
+            raise ValueError("target_var must be > 0")
+        var = var / target_var
     return jnp.mean(var)
 
 

@@ -188,6 +188,10 @@ def test_diagnostics_jit():
         (lambda: diagnostics.sliced_wasserstein(jax.random.key(0), jnp.zeros((3, 2)),
                                                 jnp.zeros((3, 2)), 0), "num_projections"),
         (lambda: diagnostics.damv(jnp.zeros((1, 2))), "num_particles"),
+        (lambda: diagnostics.damv(jnp.zeros((3, 2)), jnp.array([1.0, -1.0])), "target_var"),
+        (lambda: diagnostics.damv(jnp.zeros((3, 2)), jnp.ones(3)), "target_var"),
+        (lambda: diagnostics.mmd(jnp.zeros((3, 2)), jnp.zeros((3, 2)), jnp.array(0.0)),
+         "bandwidth"),
         (lambda: diagnostics.ess(jnp.zeros((2, 3))), "at least 4 draws"),
         (lambda: diagnostics.rhat(jnp.zeros(10)), "chains must have shape"),
     ],
@@ -195,6 +199,11 @@ def test_diagnostics_jit():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_mmd_of_identical_points_is_defined():
+    x = jnp.ones((4, 2))
+    assert float(diagnostics.mmd(x, x, unbiased=False)) == 0.0
 
 
 def test_dtype_mismatch_raises(x64):

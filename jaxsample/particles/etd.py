@@ -41,6 +41,7 @@ on standard-scale targets up to ``d ≈ 50`` with 100 particles (at ``d = 100`` 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -79,12 +80,13 @@ class ETDInfo(NamedTuple):
             effectively chooses among.
         weight_ess: ``1/Σ_j b_j²``, the effective size of the weighted proposal pool.
         num_distinct: number of distinct proposals taken (``N`` for barycentric updates); with
-            ``step_fraction = 1`` this is the number of distinct particles.
+            ``step_fraction = 1`` and no mutation steps this is the number of distinct particles.
         num_invalid: proposals whose log-density was NaN or ±inf (given zero weight).
         cost_scale: the median of ``½‖x_i − y_j‖²`` the cost was divided by.
         acceptance_rate: mean Metropolis acceptance of the mutation steps (1 when there are none).
         nonfinite: True if anything non-finite was met this step (a log-density, a score, the
-            duals); the offending values were neutralised and the positions stay finite.
+            duals). Invalid proposals get zero weight; if the plan itself is NaN or the move is
+            not finite, the particles stay where they were this step, so positions stay finite.
     """
 
     sinkhorn_iters: jax.Array
@@ -235,7 +237,11 @@ def build_kernel(
         eta = jnp.asarray(step_fraction, dtype)
         moved = (1 - eta) * x + eta * rows.targets
         any_valid = num_invalid < proposals.shape[0]
-        x_new = jnp.where(any_valid & jnp.all(jnp.isfinite(moved)), moved, x)
+        # NaN duals make every row's logits NaN and the categorical draw silently returns index 0
+        # (finite, so the check on `moved` alone would pass): keep the particles where they were.
+        # -inf entries of g are legitimate (zero-weight proposals), so only NaN is tested.
+        plan_ok = ~jnp.any(jnp.isnan(plan.g)) & ~jnp.any(jnp.isnan(plan.f))
+        x_new = jnp.where(any_valid & plan_ok & jnp.all(jnp.isfinite(moved)), moved, x)
         if mutation_steps > 0:
             x_new, acceptance, bad_mut = mutate(key_mut, x_new)
         else:
@@ -269,8 +275,8 @@ def _check_positive(name: str, value, *, allow_none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a positive number, got {type(value).__name__}")
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
 
 
 def _check_int(name: str, value, minimum: int, *, allow_none: bool = False) -> None:
