@@ -56,8 +56,9 @@ def stratified_jumps(phase: jax.Array, jump_mass: jax.Array) -> tuple[jax.Array,
         n = \\lfloor \\varphi + \\Delta \\rfloor, \\qquad
         \\varphi' = \\varphi + \\Delta - n \\in [0, 1).
 
-    The fractional form keeps float32 exact however large the cumulative mass grows: ``φ + Δ − n``
-    is computed as ``s − floor(s)`` with ``s = φ + Δ``, which is exact in binary floating point.
+    Carrying only the fractional phase keeps its precision whatever the cumulative mass (a running
+    total would lose the phase's low bits in float32): each step rounds once, in ``s = φ + Δ``,
+    and ``s − floor(s)`` is then exact in binary floating point.
     A position jumps in this step iff ``n >= 1``; a discretised sampler then changes the token at
     most once and may log ``n`` for diagnostics.
 
@@ -82,6 +83,10 @@ def stratified_jumps(phase: jax.Array, jump_mass: jax.Array) -> tuple[jax.Array,
     if phase.shape != jump_mass.shape:
         raise ValueError(
             f"phase and jump_mass must have the same shape, got {phase.shape} and {jump_mass.shape}"
+        )
+    if phase.dtype != jump_mass.dtype:
+        raise TypeError(
+            f"phase and jump_mass must have the same dtype, got {phase.dtype} and {jump_mass.dtype}"
         )
     total = phase + jump_mass
     crossings = jnp.floor(total)

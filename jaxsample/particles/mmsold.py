@@ -500,7 +500,7 @@ def _cfdm(key, data, num_samples, smoothing, num_steps, num_smoothing_samples, c
 
 def plugin_tilt(key: jax.Array, data, *, kernel_bandwidth: float, smoothing: float,
                 num_smoothing_samples: int = 2048, num_quadrature: int | None = None,
-                estimation_points=None) -> Tilt:
+                estimation_points=None, chunk_size: int | None = 16) -> Tilt:
     r"""Plug-in Stein estimate of the tilt (what the reference code uses; approximate).
 
     Evaluates the Stein identities with the estimation points (default: the data) in place of
@@ -524,6 +524,8 @@ def plugin_tilt(key: jax.Array, data, *, kernel_bandwidth: float, smoothing: flo
         num_smoothing_samples: ``M``, even (Monte Carlo).
         num_quadrature: Gauss–Hermite nodes per axis; replaces Monte Carlo when given.
         estimation_points: ``(P, d)`` points standing in for ``p*``; default ``data``.
+        chunk_size: estimation points per chunk of the score evaluation, which holds
+            ``chunk_size × M × n`` logits at a time (None: all ``P`` at once).
 
     Returns:
         :class:`Tilt` in the data's dtype.
@@ -540,6 +542,7 @@ def plugin_tilt(key: jax.Array, data, *, kernel_bandwidth: float, smoothing: flo
     mean, cov, _ = moment_targets(data, kernel_bandwidth)
     smoothing = _check_number("smoothing", smoothing, positive=False)
     num_smoothing_samples = _check_num_smoothing_samples(num_smoothing_samples)
+    chunk_size = _check_chunk_size(chunk_size)
     points = data if estimation_points is None else _check_data(estimation_points)
     if points.shape[1] != data.shape[1] or points.dtype != data.dtype:
         raise ValueError(
@@ -550,7 +553,8 @@ def plugin_tilt(key: jax.Array, data, *, kernel_bandwidth: float, smoothing: flo
     if num_quadrature is None:
         shared = antithetic_normal(key, 1, num_smoothing_samples, dim, data.dtype)
         noise = jnp.broadcast_to(shared, (points.shape[0], num_smoothing_samples, dim))
-        grad_v = -smoothed_kde_score(centred, centred_data, kernel_bandwidth, smoothing, noise)
+        grad_v = -smoothed_kde_score(centred, centred_data, kernel_bandwidth, smoothing, noise,
+                                     chunk_size=chunk_size)
     else:
         num_quadrature = _check_int("num_quadrature", num_quadrature, 1)
         grad_v = jax.grad(lambda p: jnp.sum(_smoothed_potential(
