@@ -133,7 +133,15 @@ def test_bernoulli_count_is_poisson_binomial(dtype):
     # the variance Σ p(1 − p) is far above SHS's f(1 − f) <= 1/4
     pb_var = float(np.sum(probs * (1 - probs)))
     assert pb_var > 1.0
-    assert abs(count.var() - pb_var) <= Z * np.sqrt(2 * pb_var**2 / NUM_POSITIONS) + 0.02
+    # z-test on the unbiased sample variance, with its exact variance
+    # Var(s²) = μ4/n − σ⁴(n − 3)/(n(n − 1)), μ4 the exact fourth central moment of the pmf
+    support = np.arange(pmf.size)
+    pb_mean = float(pmf @ support)
+    np.testing.assert_allclose(float(pmf @ (support - pb_mean) ** 2), pb_var, rtol=1e-12)
+    mu4 = float(pmf @ (support - pb_mean) ** 4)
+    n = NUM_POSITIONS
+    var_se = np.sqrt(mu4 / n - pb_var**2 * (n - 3) / (n * (n - 1)))
+    assert abs(count.var(ddof=1) - pb_var) <= Z * var_se
 
 
 def test_bernoulli_edge_probabilities():
