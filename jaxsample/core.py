@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxsample._checks import check_int
+
 __all__ = ["SamplingAlgorithm", "run"]
 
 PyTree = Any
@@ -95,10 +97,7 @@ def run(
         raise TypeError(
             f"algorithm must be a jaxsample.SamplingAlgorithm, got {type(algorithm).__name__}"
         )
-    if isinstance(num_steps, bool) or not isinstance(num_steps, int):
-        raise TypeError(f"num_steps must be a Python int, got {type(num_steps).__name__}")
-    if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+    num_steps = check_int("num_steps", num_steps, 1)
     if transform is not None and not callable(transform):
         raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
     if progress is not None and not callable(getattr(progress, "report", None)):

@@ -14,12 +14,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxsample._checks import check_int
+
 __all__ = ["checkerboard", "latent_mixture", "two_spirals"]
 
 
 def _check(num_samples, dtype):
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+    check_int("num_samples", num_samples, 1)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a floating dtype, got {dtype}")
 

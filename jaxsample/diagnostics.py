@@ -22,6 +22,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from jaxsample._checks import check_chunk_size, check_int
+
 __all__ = ["damv", "energy_distance", "ess", "mmd", "rhat", "sliced_wasserstein"]
 
 
@@ -39,12 +41,6 @@ def _check_pair(x, y):
     if x.dtype != y.dtype:
         raise TypeError(f"x and y must have the same dtype, got {x.dtype} and {y.dtype}")
     return x, y
-
-
-def _check_chunk(chunk_size):
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
-                                   or chunk_size < 1):
-        raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
 
 
 def _sq_dists(a, b):
@@ -97,7 +93,7 @@ def energy_distance(x, y, *, chunk_size: int | None = None):
         0.0
     """
     x, y = _check_pair(x, y)
-    _check_chunk(chunk_size)
+    check_chunk_size(chunk_size)
     n, m = x.shape[0], y.shape[0]
     xy = _pairwise_sum(_safe_sqrt, x, y, chunk_size) / (n * m)
     xx = _pairwise_sum(_safe_sqrt, x, x, chunk_size) / (n * n)
@@ -133,7 +129,7 @@ def mmd(x, y, bandwidth=None, *, unbiased: bool = True, chunk_size: int | None =
         True
     """
     x, y = _check_pair(x, y)
-    _check_chunk(chunk_size)
+    check_chunk_size(chunk_size)
     n, m = x.shape[0], y.shape[0]
     if unbiased and min(n, m) < 2:
         raise ValueError("the unbiased MMD needs at least 2 samples in x and in y")
@@ -187,9 +183,7 @@ def sliced_wasserstein(key, x, y, num_projections: int = 128, *, p: int = 2):
         1.0
     """
     x, y = _check_pair(x, y)
-    if isinstance(num_projections, bool) or not isinstance(num_projections, int) \
-            or num_projections < 1:
-        raise ValueError(f"num_projections must be a positive int, got {num_projections!r}")
+    check_int("num_projections", num_projections, 1)
     if p < 1:
         raise ValueError(f"p must be >= 1, got {p}")
     theta = jax.random.normal(key, (num_projections, x.shape[1]), x.dtype)

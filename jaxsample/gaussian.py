@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample._checks import check_int
 from jaxsample.kernels.resolvent import (
     chebyshev_apply,
     chebyshev_inverse_sqrt,
@@ -74,11 +75,6 @@ class GaussianInfo(NamedTuple):
 # validation
 
 
-def _check_num_samples(num_samples):
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int):
-        raise TypeError(f"num_samples must be a Python int, got {type(num_samples).__name__}")
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
 
 
 def _check_vector(name, value):
@@ -470,7 +466,7 @@ def sample(
         >>> x.shape, info.num_queries == 4 * info.num_levels
         ((4, 2), True)
     """
-    _check_num_samples(num_samples)
+    check_int("num_samples", num_samples, 1)
     if mean is not None:
         mean = _check_vector("mean", mean)
         if dim is not None and dim != mean.shape[0]:
@@ -559,7 +555,7 @@ def chebyshev_sample(
         ((3, 2), 29)
     """
     lambda_min, lambda_max, tol = check_spectrum(lambda_min, lambda_max, tol)
-    _check_num_samples(num_samples)
+    check_int("num_samples", num_samples, 1)
     mean = _check_vector("mean", mean)
     _check_oracle("score_fn", score_fn, mean.shape[0], mean.dtype, with_tau=False)
     coefficients = _chebyshev_coefficients(lambda_min, lambda_max, tol)
@@ -616,7 +612,7 @@ def lanczos_sample(
         >>> x.shape, info.num_queries
         ((2, 3), 6)
     """
-    _check_num_samples(num_samples)
+    check_int("num_samples", num_samples, 1)
     mean = _check_vector("mean", mean)
     _check_oracle("score_fn", score_fn, mean.shape[0], mean.dtype, with_tau=False)
     samples = _lanczos_draw(score_fn, key, mean, num_samples, num_steps)
@@ -656,7 +652,7 @@ def cholesky_sample(
         >>> x.shape, info.num_queries
         ((5, 2), 2)
     """
-    _check_num_samples(num_samples)
+    check_int("num_samples", num_samples, 1)
     mean = _check_vector("mean", mean)
     precision = _check_precision(precision, mean.shape[0], mean.dtype)
     samples = _cholesky_draw(key, precision, mean, num_samples)

@@ -19,6 +19,8 @@ from typing import TextIO
 
 import jax
 
+from jaxsample._checks import check_int
+
 __all__ = ["ProgressMeter", "TextProgress", "TqdmProgress"]
 
 
@@ -30,11 +32,7 @@ class ProgressMeter:
     """
 
     def __init__(self, every: int | None = None):
-        if every is not None and (isinstance(every, bool) or not isinstance(every, int)):
-            raise TypeError(f"every must be a positive int or None, got {type(every).__name__}")
-        if every is not None and every < 1:
-            raise ValueError(f"every must be >= 1, got {every}")
-        self.every = every
+        self.every = check_int("every", every, 1, allow_none=True)
         self._last_step = 0
         self._t0 = 0.0
 

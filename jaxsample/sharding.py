@@ -22,6 +22,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxsample._checks import check_int
+
 __all__ = ["particle_mesh", "particle_sharding", "shard_particles"]
 
 
@@ -30,8 +32,7 @@ def particle_mesh(num_devices: int | None = None, axis_name: str = "particles") 
     devices = jax.devices()
     if num_devices is None:
         num_devices = len(devices)
-    if isinstance(num_devices, bool) or not isinstance(num_devices, int) or num_devices < 1:
-        raise ValueError(f"num_devices must be a positive int, got {num_devices!r}")
+    check_int("num_devices", num_devices, 1)
     if num_devices > len(devices):
         raise ValueError(f"num_devices={num_devices} but only {len(devices)} device(s) are visible")
     return Mesh(np.asarray(devices[:num_devices]), (axis_name,))

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample._checks import check_int
 from jaxsample.kernels import softmax as kernel
 from jaxsample.kernels.softmax import VARIANTS, ClusterStats
 
@@ -80,13 +81,6 @@ def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _check_int(name, value, low, high=None):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a Python int, got {type(value).__name__}")
-    if value < low or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {bounds}, got {value}")
-    return int(value)
 
 
 def build_index(
@@ -151,15 +145,15 @@ def build_index(
     if not bool(jnp.all(jnp.isfinite(embeddings))):
         raise ValueError("embeddings must be finite, got NaN or inf entries")
     n, d = embeddings.shape
-    rank = _check_int("rank", rank, 0, d)
+    rank = check_int("rank", rank, 0, d)
 
     if cluster_ids is None:
         if key is None:
             raise ValueError("key is required to cluster the items by k-means when cluster_ids "
                              "is not given (or pass cluster_ids)")
         k = round(math.sqrt(n)) if num_clusters is None else num_clusters
-        k = _check_int("num_clusters", k, 1, n)
-        iterations = _check_int("kmeans_iterations", kmeans_iterations, 1)
+        k = check_int("num_clusters", k, 1, n)
+        iterations = check_int("kmeans_iterations", kmeans_iterations, 1)
         ids = kernel.kmeans(key, embeddings, k, iterations, chunk_size=chunk_size)
         # Drop clusters k-means left empty: relabel the used ids to 0..K'-1.
         used, ids = jnp.unique(ids, return_inverse=True)
@@ -174,7 +168,7 @@ def build_index(
             raise TypeError(f"cluster_ids must be an integer array, got dtype {ids.dtype}")
         low, high = int(jnp.min(ids)), int(jnp.max(ids))
         num_clusters = high + 1 if num_clusters is None else num_clusters
-        num_clusters = _check_int("num_clusters", num_clusters, 1)
+        num_clusters = check_int("num_clusters", num_clusters, 1)
         if low < 0 or high >= num_clusters:
             raise ValueError(f"cluster_ids must lie in [0, num_clusters) = [0, {num_clusters}), "
                              f"got values in [{low}, {high}]")
@@ -187,7 +181,7 @@ def build_index(
                              "relabel cluster_ids to 0..K-1 without gaps")
 
     if max_cluster_size is not None:
-        max_cluster_size = _check_int("max_cluster_size", max_cluster_size, 1)
+        max_cluster_size = check_int("max_cluster_size", max_cluster_size, 1)
         ids, num_clusters = _split_clusters(ids, num_clusters, max_cluster_size)
     largest = int(jnp.max(jnp.zeros(num_clusters, jnp.int32).at[ids].add(1)))
     stats = kernel.cluster_stats(embeddings, ids, num_clusters, largest, rank=rank,
@@ -291,11 +285,11 @@ def sample(key, index: SoftmaxIndex, queries, num_samples: int, *, variant: str 
     """
     _check_index(index)
     batch, single = _check_queries(index, queries)
-    num_samples = _check_int("num_samples", num_samples, 1)
+    num_samples = check_int("num_samples", num_samples, 1)
     _check_variant(variant)
     tau = _check_temperature(temperature, batch.dtype)
     if chunk_size is not None:
-        chunk_size = _check_int("chunk_size", chunk_size, 1)
+        chunk_size = check_int("chunk_size", chunk_size, 1)
     items, log_q = _sample(key, index, batch, tau, num_samples, variant, chunk_size)
     return (items[0], log_q[0]) if single else (items, log_q)
 
@@ -420,7 +414,7 @@ def exact_log_probs(index: SoftmaxIndex, queries, *, temperature=1.0,
     batch, single = _check_queries(index, queries)
     tau = _check_temperature(temperature, batch.dtype)
     if chunk_size is not None:
-        chunk_size = _check_int("chunk_size", chunk_size, 1)
+        chunk_size = check_int("chunk_size", chunk_size, 1)
     out = kernel.exact_log_probs(index.embeddings, batch, tau, chunk_size=chunk_size)
     return out[0] if single else out
 
@@ -448,7 +442,7 @@ def log_partition(index: SoftmaxIndex, queries, *, temperature=1.0,
     batch, single = _check_queries(index, queries)
     tau = _check_temperature(temperature, batch.dtype)
     if chunk_size is not None:
-        chunk_size = _check_int("chunk_size", chunk_size, 1)
+        chunk_size = check_int("chunk_size", chunk_size, 1)
     out = kernel.exact_log_partition(index.embeddings, batch, tau, chunk_size=chunk_size)
     return out[0] if single else out
 

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample._checks import check_int
 from jaxsample.discrete.processes import CTMC, DTMC, PROCESSES, Flow
 from jaxsample.kernels import hazard
 
@@ -47,11 +48,6 @@ class SampleInfo(NamedTuple):
     nonfinite: jax.Array
 
 
-def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a Python int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 def _resolve_process(process):
@@ -184,10 +180,10 @@ def sample(
     """
     if not callable(denoiser):
         raise TypeError(f"denoiser must be callable, got {type(denoiser).__name__}")
-    _check_int("vocab_size", vocab_size, 2)
-    _check_int("seq_len", seq_len, 1)
-    _check_int("num_samples", num_samples, 1)
-    _check_int("num_steps", num_steps, 1)
+    check_int("vocab_size", vocab_size, 2)
+    check_int("seq_len", seq_len, 1)
+    check_int("num_samples", num_samples, 1)
+    check_int("num_steps", num_steps, 1)
     process = _resolve_process(process)
     if jumps not in JUMP_RULES:
         raise ValueError(f"jumps must be one of {JUMP_RULES}, got {jumps!r}")

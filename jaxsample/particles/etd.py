@@ -41,13 +41,13 @@ on standard-scale targets up to ``d ≈ 50`` with 100 particles (at ``d = 100`` 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from jaxsample._checks import check_int, check_number
 from jaxsample.core import SamplingAlgorithm
 from jaxsample.kernels import transport
 
@@ -270,22 +270,8 @@ def build_kernel(
     return step
 
 
-def _check_positive(name: str, value, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a positive number, got {type(value).__name__}")
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
 
 
-def _check_int(name: str, value, minimum: int, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a Python int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 def etd(
@@ -357,23 +343,23 @@ def etd(
         raise TypeError(f"logdensity_fn must be callable, got {type(logdensity_fn).__name__}")
     if score_fn is not None and not callable(score_fn):
         raise TypeError(f"score_fn must be callable or None, got {type(score_fn).__name__}")
-    _check_int("num_proposals", num_proposals, 1)
-    _check_positive("epsilon", epsilon)
-    _check_positive("proposal_step", proposal_step)
+    check_int("num_proposals", num_proposals, 1)
+    check_number("epsilon", epsilon)
+    check_number("proposal_step", proposal_step)
     if coupling not in transport.COUPLINGS:
         raise ValueError(f"coupling must be one of {transport.COUPLINGS}, got {coupling!r}")
     if update not in _UPDATES:
         raise ValueError(f"update must be one of {_UPDATES}, got {update!r}")
-    _check_positive("step_fraction", step_fraction)
+    check_number("step_fraction", step_fraction)
     if step_fraction > 1:
         raise ValueError(f"step_fraction must be in (0, 1], got {step_fraction}")
-    _check_int("mutation_steps", mutation_steps, 0)
-    _check_positive("mutation_step_size", mutation_step_size, allow_none=True)
-    _check_positive("rho", rho)
-    _check_positive("score_clip", score_clip, allow_none=True)
-    _check_positive("sinkhorn_threshold", sinkhorn_threshold)
-    _check_int("max_sinkhorn_iterations", max_sinkhorn_iterations, 1)
-    _check_int("chunk_size", chunk_size, 1, allow_none=True)
+    check_int("mutation_steps", mutation_steps, 0)
+    check_number("mutation_step_size", mutation_step_size, allow_none=True)
+    check_number("rho", rho)
+    check_number("score_clip", score_clip, allow_none=True)
+    check_number("sinkhorn_threshold", sinkhorn_threshold)
+    check_int("max_sinkhorn_iterations", max_sinkhorn_iterations, 1)
+    check_int("chunk_size", chunk_size, 1, allow_none=True)
 
     step = build_kernel(
         logdensity_fn,

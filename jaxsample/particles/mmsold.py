@@ -35,7 +35,6 @@ without the moment constraint) and :func:`cfdm_sample` (σ-CFDM, Scarvelis et al
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax
@@ -43,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
+from jaxsample._checks import check_chunk_size, check_int, check_number
 from jaxsample.core import SamplingAlgorithm
 from jaxsample.kernels.interactions import (
     antithetic_normal,
@@ -164,39 +164,17 @@ def _check_data(data) -> jax.Array:
     return jnp.asarray(data)
 
 
-def _check_number(name: str, value, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number, np.ndarray,
-                                                         jax.Array)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    try:
-        value = float(value)
-    except (TypeError, jax.errors.ConcretizationTypeError) as err:
-        raise TypeError(f"{name} must be a concrete real number, got {value!r}") from err
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        expected = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be finite and {expected}, got {value}")
-    return value
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _check_num_smoothing_samples(value) -> int:
-    value = _check_int("num_smoothing_samples", value, 2)
+    value = check_int("num_smoothing_samples", value, 2)
     if value % 2:
         raise ValueError(f"num_smoothing_samples must be even (antithetic pairs), got {value}")
     return value
 
 
-def _check_chunk_size(chunk_size):
-    if chunk_size is not None:
-        _check_int("chunk_size", chunk_size, 1)
-    return chunk_size
 
 
 def moment_targets(data, kernel_bandwidth) -> MomentTargets:
@@ -220,7 +198,7 @@ def moment_targets(data, kernel_bandwidth) -> MomentTargets:
                [0.  , 0.25]], dtype=float32)
     """
     data = _check_data(data)
-    return _checked_targets(data, _check_number("kernel_bandwidth", kernel_bandwidth,
+    return _checked_targets(data, check_number("kernel_bandwidth", kernel_bandwidth,
                                                  positive=True))
 
 
@@ -248,20 +226,20 @@ def _moment_targets(data, bandwidth):
 def _build(data, kernel_bandwidth, smoothing, num_smoothing_samples, step_size, integrator,
            estimator, chunk_size, num_neighbours, num_remainder, constrained):
     data = _check_data(data)
-    bandwidth = _check_number("kernel_bandwidth", kernel_bandwidth, positive=True)
+    bandwidth = check_number("kernel_bandwidth", kernel_bandwidth, positive=True)
     targets = _checked_targets(data, bandwidth)
-    smoothing = _check_number("smoothing", smoothing, positive=False)
-    step_size = _check_number("step_size", step_size, positive=True)
+    smoothing = check_number("smoothing", smoothing, positive=False)
+    step_size = check_number("step_size", step_size, positive=True)
     num_smoothing_samples = _check_num_smoothing_samples(num_smoothing_samples)
-    chunk_size = _check_chunk_size(chunk_size)
+    chunk_size = check_chunk_size(chunk_size)
     if integrator not in _INTEGRATORS:
         raise ValueError(f"integrator must be one of {_INTEGRATORS}, got {integrator!r}")
     if estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {estimator!r}")
     n, dim = data.shape
     if estimator == "knn":
-        num_neighbours = _check_int("num_neighbours", num_neighbours, 1)
-        num_remainder = _check_int("num_remainder", num_remainder, 0)
+        num_neighbours = check_int("num_neighbours", num_neighbours, 1)
+        num_remainder = check_int("num_remainder", num_remainder, 0)
         if num_neighbours + num_remainder > n:
             raise ValueError(
                 f"num_neighbours + num_remainder must be <= n = {n}, got "
@@ -468,11 +446,11 @@ def cfdm_sample(key: jax.Array, data, *, num_samples: int, smoothing: float, num
         ((8, 2), False)
     """
     data = _check_data(data)
-    num_samples = _check_int("num_samples", num_samples, 1)
-    smoothing = _check_number("smoothing", smoothing, positive=False)
-    num_steps = _check_int("num_steps", num_steps, 2)
+    num_samples = check_int("num_samples", num_samples, 1)
+    smoothing = check_number("smoothing", smoothing, positive=False)
+    num_steps = check_int("num_steps", num_steps, 2)
     num_smoothing_samples = _check_num_smoothing_samples(num_smoothing_samples)
-    chunk_size = _check_chunk_size(chunk_size)
+    chunk_size = check_chunk_size(chunk_size)
     return _cfdm(key, data, num_samples, smoothing, num_steps, num_smoothing_samples, chunk_size)
 
 
@@ -540,9 +518,9 @@ def plugin_tilt(key: jax.Array, data, *, kernel_bandwidth: float, smoothing: flo
     """
     data = _check_data(data)
     mean, cov, _ = moment_targets(data, kernel_bandwidth)
-    smoothing = _check_number("smoothing", smoothing, positive=False)
+    smoothing = check_number("smoothing", smoothing, positive=False)
     num_smoothing_samples = _check_num_smoothing_samples(num_smoothing_samples)
-    chunk_size = _check_chunk_size(chunk_size)
+    chunk_size = check_chunk_size(chunk_size)
     points = data if estimation_points is None else _check_data(estimation_points)
     if points.shape[1] != data.shape[1] or points.dtype != data.dtype:
         raise ValueError(
@@ -556,7 +534,7 @@ def plugin_tilt(key: jax.Array, data, *, kernel_bandwidth: float, smoothing: flo
         grad_v = -smoothed_kde_score(centred, centred_data, kernel_bandwidth, smoothing, noise,
                                      chunk_size=chunk_size)
     else:
-        num_quadrature = _check_int("num_quadrature", num_quadrature, 1)
+        num_quadrature = check_int("num_quadrature", num_quadrature, 1)
         grad_v = jax.grad(lambda p: jnp.sum(_smoothed_potential(
             p, centred_data, kernel_bandwidth, smoothing, num_quadrature)))(centred)
     linear = -jnp.mean(grad_v, axis=0)
@@ -627,15 +605,15 @@ def exact_tilt(data, *, kernel_bandwidth: float, smoothing: float, grid_size: in
     """
     data = _check_data(data)
     mean, cov, _ = (np.asarray(a, np.float64) for a in moment_targets(data, kernel_bandwidth))
-    bandwidth = _check_number("kernel_bandwidth", kernel_bandwidth, positive=True)
-    smoothing = _check_number("smoothing", smoothing, positive=False)
-    grid_size = _check_int("grid_size", grid_size, 3)
-    num_quadrature = _check_int("num_quadrature", num_quadrature, 1)
-    max_iterations = _check_int("max_iterations", max_iterations, 1)
+    bandwidth = check_number("kernel_bandwidth", kernel_bandwidth, positive=True)
+    smoothing = check_number("smoothing", smoothing, positive=False)
+    grid_size = check_int("grid_size", grid_size, 3)
+    num_quadrature = check_int("num_quadrature", num_quadrature, 1)
+    max_iterations = check_int("max_iterations", max_iterations, 1)
     dim = data.shape[1]
     if dim > 2:
         raise ValueError(f"exact_tilt integrates on a grid and supports d <= 2, got d = {dim}")
-    margin = 8 * bandwidth + 4 * smoothing if margin is None else _check_number(
+    margin = 8 * bandwidth + 4 * smoothing if margin is None else check_number(
         "margin", margin, positive=True)
     centred = np.asarray(data, np.float64) - mean[None, :]
     axes = [np.linspace(lo - margin, hi + margin, grid_size)
