@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_int
+from jaxsample._checks import check_chunk_size, check_int
 from jaxsample.kernels import softmax as kernel
 from jaxsample.kernels.softmax import VARIANTS, ClusterStats
 
@@ -288,8 +288,7 @@ def sample(key, index: SoftmaxIndex, queries, num_samples: int, *, variant: str 
     num_samples = check_int("num_samples", num_samples, 1)
     _check_variant(variant)
     tau = _check_temperature(temperature, batch.dtype)
-    if chunk_size is not None:
-        chunk_size = check_int("chunk_size", chunk_size, 1)
+    chunk_size = check_chunk_size(chunk_size)
     items, log_q = _sample(key, index, batch, tau, num_samples, variant, chunk_size)
     return (items[0], log_q[0]) if single else (items, log_q)
 
@@ -413,8 +412,7 @@ def exact_log_probs(index: SoftmaxIndex, queries, *, temperature=1.0,
     _check_index(index)
     batch, single = _check_queries(index, queries)
     tau = _check_temperature(temperature, batch.dtype)
-    if chunk_size is not None:
-        chunk_size = check_int("chunk_size", chunk_size, 1)
+    chunk_size = check_chunk_size(chunk_size)
     out = kernel.exact_log_probs(index.embeddings, batch, tau, chunk_size=chunk_size)
     return out[0] if single else out
 
@@ -441,8 +439,7 @@ def log_partition(index: SoftmaxIndex, queries, *, temperature=1.0,
     _check_index(index)
     batch, single = _check_queries(index, queries)
     tau = _check_temperature(temperature, batch.dtype)
-    if chunk_size is not None:
-        chunk_size = check_int("chunk_size", chunk_size, 1)
+    chunk_size = check_chunk_size(chunk_size)
     out = kernel.exact_log_partition(index.embeddings, batch, tau, chunk_size=chunk_size)
     return out[0] if single else out
 

@@ -47,7 +47,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_int, check_number
+from jaxsample._checks import check_chunk_size, check_int, check_number
 from jaxsample.core import SamplingAlgorithm
 from jaxsample.kernels import transport
 
@@ -359,7 +359,7 @@ def etd(
     check_number("score_clip", score_clip, allow_none=True)
     check_number("sinkhorn_threshold", sinkhorn_threshold)
     check_int("max_sinkhorn_iterations", max_sinkhorn_iterations, 1)
-    check_int("chunk_size", chunk_size, 1, allow_none=True)
+    check_chunk_size(chunk_size)
 
     step = build_kernel(
         logdensity_fn,
