@@ -51,8 +51,25 @@ def _mask_current(log_weights: jax.Array, is_current: jax.Array) -> jax.Array:
     return jnp.where(is_current, jnp.asarray(-jnp.inf, log_weights.dtype), log_weights)
 
 
+class _Process:
+    """Shared parts of the processes: a linear signal grid ``k / N`` and the CTMC-style jump
+    probability ``1 - exp(-Δ)``; a process overrides what differs."""
+
+    def signal_at(self, step, num_steps, dtype) -> jax.Array:
+        """Signal level :math:`k / N` (``step`` and ``num_steps`` may be traced)."""
+        return jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
+
+    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
+        """All signal levels, ``k = 0..N``, shape ``(N + 1,)``."""
+        return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
+
+    def jump_probability(self, jump_mass: jax.Array) -> jax.Array:
+        """Bernoulli jump probability :math:`1 - e^{-\\Delta}` for a jump mass (integrated rate)."""
+        return -jnp.expm1(-jump_mass)
+
+
 @dataclasses.dataclass(frozen=True)
-class DTMC:
+class DTMC(_Process):
     """Ancestral D3PM/UDLM step under uniform noise (:math:`\\alpha_t = 1 - t`, uniform grid in t).
 
     For a step from signal :math:`a = \\alpha_t` to :math:`b = \\alpha_s > a`, Bayes' rule on the
@@ -84,14 +101,6 @@ class DTMC:
 
     name = "dtmc"
 
-    def signal_at(self, step, num_steps, dtype) -> jax.Array:
-        """Signal level :math:`\\alpha_k = k / N` (``step`` and ``num_steps`` may be traced)."""
-        return jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
-
-    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
-        """All signal levels, ``k = 0..N``, shape ``(N + 1,)``."""
-        return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
-
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log jump weights ``(B, L, K)`` (``-inf`` at the current token) for one step.
 
@@ -116,7 +125,7 @@ class DTMC:
 
 
 @dataclasses.dataclass(frozen=True)
-class CTMC:
+class CTMC(_Process):
     """Euler/τ-leaping on the exact reverse of the uniform forward CTMC (SEDD-uniform).
 
     Forward generator per position :math:`Q = \\beta(\\mathbb{1}\\mathbb{1}^\\top / K - I)` with
@@ -162,10 +171,6 @@ class CTMC:
         fraction = jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
         return eps + (1 - eps) * fraction
 
-    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
-        """All signal levels, ``k = 0..N``, shape ``(N + 1,)``."""
-        return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
-
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log of :math:`\\hat R(x \\to y)\\,(\\alpha_{k+1} - \\alpha_k)`, shape ``(B, L, K)``."""
         alpha = signal
@@ -180,13 +185,9 @@ class CTMC:
         log_scale = jnp.log(next_signal - signal) - jnp.log(alpha * k)
         return _mask_current(log_rate + log_scale, is_current)
 
-    def jump_probability(self, jump_mass: jax.Array) -> jax.Array:
-        """Bernoulli jump probability :math:`1 - e^{-\\Delta}`."""
-        return -jnp.expm1(-jump_mass)
-
 
 @dataclasses.dataclass(frozen=True)
-class Flow:
+class Flow(_Process):
     """Discrete flow matching with a uniform source and the linear path :math:`\\kappa_t = t`.
 
     The factorised rate :math:`u(y \\mid x) = \\dot\\kappa/(1 - \\kappa)\\, p_{1|t}(y \\mid x_t)`,
@@ -211,23 +212,11 @@ class Flow:
 
     name = "flow"
 
-    def signal_at(self, step, num_steps, dtype) -> jax.Array:
-        """Signal level :math:`\\kappa_k = k / N` (``step`` and ``num_steps`` may be traced)."""
-        return jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
-
-    def signal_grid(self, num_steps: int, dtype) -> jax.Array:
-        """All signal levels, ``k = 0..N``, shape ``(N + 1,)``."""
-        return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
-
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log of :math:`u(y \\mid x)\\,(\\kappa_{k+1} - \\kappa_k)`, shape ``(B, L, K)``."""
         is_current = _is_current(tokens, log_posterior.shape[-1])
         log_scale = jnp.log(next_signal - signal) - jnp.log1p(-signal)
         return _mask_current(log_posterior + log_scale, is_current)
-
-    def jump_probability(self, jump_mass: jax.Array) -> jax.Array:
-        """Bernoulli jump probability :math:`1 - e^{-\\Delta}`."""
-        return -jnp.expm1(-jump_mass)
 
 
 PROCESSES = {"dtmc": DTMC, "ctmc": CTMC, "flow": Flow}
