@@ -143,5 +143,6 @@ def _speed_table(quick: bool) -> BenchTable:
     return BenchTable("Sampler step time: SHS vs Bernoulli (stand-in denoiser)", rows, notes)
 
 
-def run(quick: bool) -> list[BenchTable]:
+def run(size: str) -> list[BenchTable]:
+    quick = size == "quick"  # "gpu" runs the full sizes until this bench defines its own
     return [_quality_table(quick), _tv_table(quick), _speed_table(quick)]

@@ -1,7 +1,9 @@
 """Shared pieces of the benchmarks: timing, rows, tables.
 
-Every ``bench/bench_*.py`` module defines ``run(quick: bool) -> list[BenchTable]``; ``bench/run.py``
-discovers and runs them in one process and writes one Markdown file.
+Every ``bench/bench_*.py`` module defines ``run(size: str) -> list[BenchTable]`` with ``size`` one
+of ``SIZES``: ``"quick"`` (CI-sized, seconds), ``"full"`` (the sizes its issue names that fit this
+project's 2-core CPU machine) and ``"gpu"`` (the sizes its issue names as large, for one
+accelerator). ``bench/run.py`` discovers and runs them in one process and writes one Markdown file.
 
 Timing rule: a function is called once to compile (warm-up), then ``repeats`` more times; the
 reported time is the median, each call ending in ``jax.block_until_ready`` on its outputs.
@@ -17,6 +19,41 @@ from dataclasses import dataclass, field
 import jax
 
 from jaxsample.report import markdown_table
+
+SIZES = ("quick", "full", "gpu")
+
+
+def peak_bytes(fn: Callable, *args, **kwargs) -> int:
+    """Compiled temporary + output memory of ``jax.jit(fn)(*args)``, from XLA's memory analysis.
+
+    Works on every backend without running ``fn`` (on CPU there is no live device-memory counter);
+    pass ``jax.ShapeDtypeStruct`` arguments to size problems that would not fit.
+    """
+    compiled = jax.jit(fn, **kwargs).lower(*args).compile()
+    stats = compiled.memory_analysis()
+    return int(stats.temp_size_in_bytes + stats.output_size_in_bytes)
+
+
+def device_facts() -> list[str]:
+    """Markdown bullet lines naming the device kind, count, memory and the jax/jaxlib versions."""
+    import platform
+
+    import jaxlib
+
+    device = jax.devices()[0]
+    memory = None
+    try:
+        stats = device.memory_stats() or {}
+        memory = stats.get("bytes_limit")
+    except Exception:  # CPU devices have no memory stats
+        memory = None
+    mem = f", {memory / 2**30:.0f} GiB each" if memory else ""
+    return [
+        f"- device: {jax.default_backend().upper()} ({device.device_kind}), "
+        f"{jax.device_count()} device(s){mem}; host: {platform.machine()}, "
+        f"{__import__('os').cpu_count()} CPU cores, Python {platform.python_version()}",
+        f"- jax {jax.__version__}, jaxlib {jaxlib.__version__}",
+    ]
 
 
 def time_fn(fn: Callable, *args, repeats: int = 5, **kwargs) -> tuple[float, object]:

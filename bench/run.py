@@ -1,7 +1,8 @@
 """Runs every benchmark in one process and writes a Markdown report.
 
-    python bench/run.py            # full size, writes bench/results.md
-    python bench/run.py --quick    # CI-sized, writes bench/results_quick.md
+    python bench/run.py                 # full size, writes bench/results.md
+    python bench/run.py --quick         # CI-sized (= --size quick), writes bench/results_quick.md
+    python bench/run.py --size gpu      # accelerator sizes, writes bench/results_gpu.md
     python bench/run.py --only etd shs
 
 Benchmarks are the ``bench/bench_*.py`` modules; each compares a jaxsample method with the peer a
@@ -12,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import platform
 import sys
 import time
 from pathlib import Path
 
-import jax
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+from harness import SIZES, device_facts  # noqa: E402
 
 
 def discover() -> dict:
@@ -37,27 +37,27 @@ def discover() -> dict:
 def main(argv=None) -> int:
     modules = discover()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized problems")
+    parser.add_argument("--size", choices=SIZES, default="full", help="problem sizes")
+    parser.add_argument("--quick", action="store_true", help="CI-sized problems (--size quick)")
     parser.add_argument("--only", nargs="+", choices=sorted(modules), help="run only these")
     parser.add_argument("--out", type=Path, help="Markdown output (default: by mode)")
     args = parser.parse_args(argv)
-    out = args.out or HERE / ("results_quick.md" if args.quick else "results.md")
+    size = "quick" if args.quick else args.size
+    out = args.out or HERE / {"quick": "results_quick.md", "full": "results.md",
+                              "gpu": "results_gpu.md"}[size]
 
-    device = jax.devices()[0]
     header = [
         "# jaxsample benchmarks",
         "",
-        f"- device: {jax.default_backend().upper()} ({device.device_kind}), "
-        f"{jax.device_count()} device(s); host: {platform.machine()}, "
-        f"{platform.python_version()}, jax {jax.__version__}",
-        f"- mode: {'quick' if args.quick else 'full'}; times are medians after a warm-up call",
+        *device_facts(),
+        f"- size: {size}; times are medians after a warm-up call",
         "",
     ]
     sections = []
     for name in args.only or sorted(modules):
         t0 = time.perf_counter()
         print(f"[bench] {name} ...", flush=True)
-        tables = modules[name].run(quick=args.quick)
+        tables = modules[name].run(size)
         print(f"[bench] {name} done in {time.perf_counter() - t0:.1f}s", flush=True)
         for table in tables:
             text = table.to_markdown()

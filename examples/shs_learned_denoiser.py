@@ -22,7 +22,7 @@ import optax
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from jaxsample import discrete
+from jaxsample.diffusion import shs
 
 TRANSITION = [[0, 0.6, 0.4, 0], [0, 0, 0.5, 0.5], [0.5, 0, 0, 0.5], [0.7, 0.3, 0, 0]]
 VOCAB, SEQ_LEN = 4, 8
@@ -93,14 +93,14 @@ def main():
 
     key = jax.random.key(args.seed)
     train_key, sample_key = jax.random.split(key)
-    data = discrete.MarkovChainData(jnp.full(VOCAB, 0.25), jnp.asarray(TRANSITION))
+    data = shs.MarkovChainData(jnp.full(VOCAB, 0.25), jnp.asarray(TRANSITION))
     model, losses = train(train_key, data, args.train_steps)
     print(f"final training loss {losses[-50:].mean():.4f}")
 
     rates = {}
     for name, denoiser in (("learned MLP", model), ("exact", data.denoiser)):
         for jumps in ("bernoulli", "stratified"):
-            tokens, info = discrete.sample(
+            tokens, info = shs.sample(
                 sample_key, denoiser, vocab_size=VOCAB, seq_len=SEQ_LEN,
                 num_samples=args.num_samples, num_steps=args.nfe, process="flow", jumps=jumps)
             rates[name, jumps] = data.invalid_bigram_rate(tokens)

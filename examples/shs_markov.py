@@ -19,7 +19,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from jaxsample import discrete
+from jaxsample.diffusion import shs
 
 TRANSITION = [[0, 0.6, 0.4, 0], [0, 0, 0.5, 0.5], [0.5, 0, 0, 0.5], [0.7, 0.3, 0, 0]]
 
@@ -32,14 +32,14 @@ def main():
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
-    data = discrete.MarkovChainData(jnp.full(4, 0.25), jnp.asarray(TRANSITION))
+    data = shs.MarkovChainData(jnp.full(4, 0.25), jnp.asarray(TRANSITION))
     nfes = [4, 8, 16, 32, 64]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
     for ax, process in zip(axes, ["ctmc", "dtmc", "flow"], strict=True):
         for jumps, style in (("bernoulli", "o--"), ("stratified", "s-")):
             rates = []
             for nfe in nfes:
-                tokens, info = discrete.sample(
+                tokens, info = shs.sample(
                     jax.random.key(args.seed), data.denoiser, vocab_size=4, seq_len=8,
                     num_samples=args.num_samples, num_steps=nfe, process=process, jumps=jumps)
                 rates.append(data.invalid_bigram_rate(tokens))

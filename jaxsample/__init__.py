@@ -9,7 +9,7 @@ GPU and TPU. Iterative samplers follow one convention (BlackJAX's)::
     state, trace = jaxsample.run(key, alg, state, num_steps=500)
 
 One-shot samplers are plain functions ``sample(key, ...) -> (samples, info)`` in their modules:
-:mod:`jaxsample.discrete` (SHS), :mod:`jaxsample.gaussian`, :mod:`jaxsample.softmax`.
+:mod:`jaxsample.diffusion` (SHS), :mod:`jaxsample.gaussian`, :mod:`jaxsample.softmax`.
 
 Method modules load on first use, so ``import jaxsample`` stays cheap.
 """
@@ -26,9 +26,15 @@ _LAZY = {
     "diagnostics": ("jaxsample.diagnostics", None),
     "targets": ("jaxsample.targets", None),
     "sharding": ("jaxsample.sharding", None),
-    "discrete": ("jaxsample.discrete", None),
+    "diffusion": ("jaxsample.diffusion", None),
     "gaussian": ("jaxsample.gaussian", None),
     "softmax": ("jaxsample.softmax", None),
+    "particles": ("jaxsample.particles", None),
+    "subset": ("jaxsample.subset", None),
+    "risk": ("jaxsample.risk", None),
+    "decision": ("jaxsample.decision", None),
+    "mcmc": ("jaxsample.mcmc", None),
+    "choice": ("jaxsample.choice", None),
     "etd": ("jaxsample.particles.etd", "etd"),
     "mmsold": ("jaxsample.particles.mmsold", "mmsold"),
 }

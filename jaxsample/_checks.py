@@ -1,17 +1,46 @@
-"""Eager argument checks shared by the public entry points.
+"""Eager argument checks shared by every public entry point: the one validation layer.
 
-Each raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, bad value) with a
-message that names the argument, says what was expected and shows what came.
+Each check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, bad value) with
+a message that names the argument, says what was expected and shows what came. Public entry points
+check once; kernels assume valid input and say so.
+
+Checks that need a value (finiteness, ranges) run only when the value is concrete: inside
+``jit``/``vmap``/``grad`` the argument is a tracer and the check is skipped (``is_concrete``), and
+what can go wrong at run time is reported through the ``nonfinite`` flag of the method's ``Info``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_chunk_size", "check_int", "check_number"]
+__all__ = [
+    "check_array",
+    "check_callable",
+    "check_choice",
+    "check_chunk_size",
+    "check_hyperparameter",
+    "check_int",
+    "check_key",
+    "check_number",
+    "is_concrete",
+]
+
+_KINDS = {
+    "floating": jnp.floating,
+    "integer": jnp.integer,
+    "bool": jnp.bool_,
+    "numeric": jnp.number,
+}
+
+
+def is_concrete(value) -> bool:
+    """True unless ``value`` (or a leaf of it) is a tracer under ``jit``/``vmap``/``grad``."""
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value))
 
 
 def check_int(name: str, value, minimum: int, maximum: int | None = None, *,
@@ -27,24 +56,145 @@ def check_int(name: str, value, minimum: int, maximum: int | None = None, *,
     return int(value)
 
 
-def check_number(name: str, value, *, positive: bool = True,
-                 allow_none: bool = False) -> float | None:
-    """A concrete finite real number, ``> 0`` (``positive``) or ``>= 0``; returns a float."""
-    if value is None and allow_none:
-        return None
+def _real_kind(name, value):
     if isinstance(value, bool) or not isinstance(value, int | float | np.number | np.ndarray
                                                  | jax.Array):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if getattr(value, "shape", ()) != ():
+        raise ValueError(f"{name} must be a scalar, got shape {value.shape}")
+
+
+def _check_range(name, value: float, positive: bool, maximum: float | None):
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        expected = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be finite and {expected}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+
+
+def check_number(name: str, value, *, positive: bool = True, allow_none: bool = False,
+                 maximum: float | None = None) -> float | None:
+    """A concrete finite real number, ``> 0`` (``positive``) or ``>= 0``; returns a float.
+
+    For settings that fix structure (they pick shapes or branches). Float hyper-parameters that a
+    user may sweep or ``vmap`` go through :func:`check_hyperparameter` instead.
+    """
+    if value is None and allow_none:
+        return None
+    _real_kind(name, value)
     try:
         value = float(value)
     except (TypeError, jax.errors.ConcretizationTypeError) as err:
         raise TypeError(f"{name} must be a concrete real number, got {value!r}") from err
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        expected = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be finite and {expected}, got {value}")
+    _check_range(name, value, positive, maximum)
     return value
+
+
+def check_hyperparameter(name: str, value, *, positive: bool = True, allow_none: bool = False,
+                         maximum: float | None = None):
+    """A float hyper-parameter that stays a *traced* value.
+
+    Returns a 0-d float64 NumPy array when ``value`` is concrete (checked: finite, ``> 0`` or
+    ``>= 0``, ``<= maximum``), or ``value`` itself when it is a tracer (under ``vmap``/``jit``;
+    unchecked). Either way it is an array leaf of the sampler's pytree, so two samplers that differ
+    only in this value share one compilation and ``jax.vmap`` over it works. Kernels cast it to the
+    dtype of the state (``jnp.asarray(value, dtype)``); float64 storage keeps float64 runs exact.
+    """
+    if value is None and allow_none:
+        return None
+    _real_kind(name, value)
+    if not is_concrete(value):
+        return value
+    _check_range(name, float(value), positive, maximum)
+    return np.asarray(value, dtype=np.float64)
 
 
 def check_chunk_size(chunk_size) -> int | None:
     """``None`` (dense) or a positive int of rows per chunk."""
     return check_int("chunk_size", chunk_size, 1, allow_none=True)
+
+
+def check_choice(name: str, value, choices: Sequence[str]) -> str:
+    """One of ``choices`` (lower-case strings); returns it."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {tuple(choices)}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_callable(name: str, fn, *, allow_none: bool = False) -> Callable | None:
+    """A callable (or ``None`` when allowed); returns it."""
+    if fn is None and allow_none:
+        return None
+    if not callable(fn):
+        kind = "callable or None" if allow_none else "callable"
+        raise TypeError(f"{name} must be {kind}, got {type(fn).__name__}")
+    return fn
+
+
+def check_key(name: str, key) -> jax.Array:
+    """A PRNG key: a new-style ``jax.random.key`` or a legacy ``uint32[2]`` ``PRNGKey``."""
+    if key is None:
+        raise TypeError(f"{name} must be a PRNG key (jax.random.key(seed)), got None")
+    key = key if hasattr(key, "dtype") else jnp.asarray(key)
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    if key.dtype == jnp.uint32 and key.shape[-1:] == (2,):
+        return key
+    raise TypeError(
+        f"{name} must be a PRNG key (jax.random.key(seed)), got dtype {key.dtype} shape "
+        f"{key.shape}"
+    )
+
+
+def check_array(
+    name: str,
+    value,
+    *,
+    ndim: int | None = None,
+    shape: Sequence[int | None] | None = None,
+    kind: str | None = "floating",
+    dtype=None,
+    finite: bool = False,
+    min_rows: int | None = None,
+) -> jax.Array:
+    """An array of the expected rank, shape, dtype kind and (when concrete) finiteness.
+
+    Args:
+        name: the argument's name, for messages.
+        value: anything ``jnp.asarray`` accepts.
+        ndim: required rank.
+        shape: required shape; ``None`` entries are free (implies ``ndim``).
+        kind: ``"floating"``, ``"integer"``, ``"bool"``, ``"numeric"`` or ``None`` (any).
+        dtype: an exact dtype the array must have (e.g. matching another argument).
+        finite: refuse NaN or ±inf entries (checked only when concrete).
+        min_rows: minimum length of the leading axis.
+
+    Returns:
+        ``value`` as a JAX array (unchanged dtype).
+    """
+    if isinstance(value, str | bytes) or value is None:
+        raise TypeError(f"{name} must be an array, got {type(value).__name__}")
+    try:
+        array = value if isinstance(value, jax.Array) else jnp.asarray(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be an array, got {type(value).__name__}") from err
+    if shape is not None:
+        ndim = len(shape)
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {array.shape}")
+    if shape is not None and any(s is not None and s != a for s, a in zip(shape, array.shape,
+                                                                          strict=True)):
+        want = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"{name} must have shape {want}, got {array.shape}")
+    if kind is not None and not jnp.issubdtype(array.dtype, _KINDS[kind]):
+        raise TypeError(f"{name} must be {kind}, got dtype {array.dtype}")
+    if dtype is not None and array.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {jnp.dtype(dtype)}, got {array.dtype}")
+    if min_rows is not None and (array.ndim == 0 or array.shape[0] < min_rows):
+        raise ValueError(f"{name} needs at least {min_rows} rows, got shape {array.shape}")
+    if finite and is_concrete(array) and jnp.issubdtype(array.dtype, jnp.inexact):
+        if not bool(jnp.all(jnp.isfinite(array))):
+            raise ValueError(f"{name} must be finite; got NaN or inf entries")
+    return array

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -22,12 +23,20 @@ PyTree = Any
 
 
 class SamplingAlgorithm(NamedTuple):
-    """An iterative sampler as two pure functions.
+    """An iterative sampler as two pure functions (the contract every iterative method follows).
+
+    Each method module exposes ``init``, ``build_kernel`` and a constructor returning this pair, as
+    in BlackJAX. ``build_kernel(...)`` takes only static structure (a coupling kind, an update rule,
+    ``chunk_size``) and returns ``kernel(key, state, <functions>, *, <float hyper-parameters>)``;
+    the constructor binds the rest with ``equinox.Partial``, so ``step`` is a pytree whose array
+    leaves are the float hyper-parameters (see :func:`run`).
 
     Attributes:
-        init: builds the initial state; its arguments are method specific (for particle methods
-            the initial positions).
-        step: ``step(key, state) -> (state, info)``; pure, jittable, vmappable.
+        init: ``init(position, *, rng_key=None) -> state``; ``position`` is the initial particle
+            array or point (methods that draw their own start, such as MM-SOLD, take a key as
+            ``rng_key`` and read the number of particles from ``position``'s leading axis).
+        step: ``step(key, state) -> (state, info)``; pure, jittable, vmappable; the key comes first
+            even when the method is deterministic.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -64,8 +73,12 @@ def run(
     the loop is written as: ``run`` equals the hand loop
     ``for k in split(key, num_steps): state, info = algorithm.step(k, state)``.
 
-    The whole loop is compiled once per ``(algorithm, num_steps, transform, progress)`` and
-    input shapes; reuse the same ``algorithm`` object to hit the cache.
+    The whole loop is compiled once per step *structure*, ``num_steps``, ``transform``,
+    ``progress`` and input shapes. The array leaves of ``algorithm.step`` (the float
+    hyper-parameters of every jaxsample sampler: its step is a pytree, an ``equinox.Module`` or
+    ``equinox.Partial``) are traced arguments of the compiled loop, so two algorithms that differ
+    only in those values share one compilation, and ``jax.vmap`` over a hyper-parameter works.
+    A plain Python closure as ``step`` is static: it compiles once per function object.
 
     Args:
         key: a PRNG key (new-style ``jax.random.key`` or legacy ``PRNGKey``).
@@ -105,16 +118,38 @@ def run(
             "progress must be a progress meter with a report(step, num_steps) method "
             f"(e.g. jaxsample.TextProgress()), got {type(progress).__name__}"
         )
-    return _run(key, algorithm, initial_state, num_steps, transform or _default_transform, progress)
+    dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
+    return _run(key, dynamic, _Static(static), initial_state, num_steps,
+                transform or _default_transform, progress)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 3, 4, 5))
-def _run(key, algorithm, initial_state, num_steps, transform, progress):
+class _Static:
+    """The non-array part of a step function, hashed by structure and leaves (``jit`` static)."""
+
+    def __init__(self, tree):
+        self.leaves, self.treedef = jax.tree.flatten(tree)
+
+    def _key(self):
+        return self.treedef, tuple(self.leaves)
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and self._key() == other._key()
+
+    def tree(self):
+        return jax.tree.unflatten(self.treedef, self.leaves)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 4, 5, 6))
+def _run(key, dynamic_step, static_step, initial_state, num_steps, transform, progress):
+    step = eqx.combine(dynamic_step, static_step.tree())
     keys = jax.random.split(key, num_steps)
 
     def body(state, xs):
         step_index, step_key = xs
-        state, info = algorithm.step(step_key, state)
+        state, info = step(step_key, state)
         if progress is not None:
             progress.report(step_index + 1, num_steps)
         return state, transform(state, info)

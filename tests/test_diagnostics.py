@@ -180,14 +180,14 @@ def test_diagnostics_jit():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: diagnostics.energy_distance(jnp.zeros(3), jnp.zeros((3, 1))), "x must have shape"),
+        (lambda: diagnostics.energy_distance(jnp.zeros(3), jnp.zeros((3, 1))), "x must have 2"),
         (lambda: diagnostics.energy_distance(jnp.zeros((3, 2)), jnp.zeros((3, 1))), "same dim"),
         (lambda: diagnostics.mmd(jnp.zeros((3, 2)), jnp.zeros((3, 2)), -1.0), "bandwidth"),
         (lambda: diagnostics.energy_distance(jnp.zeros((3, 2)), jnp.zeros((3, 2)), chunk_size=0),
          "chunk_size"),
         (lambda: diagnostics.sliced_wasserstein(jax.random.key(0), jnp.zeros((3, 2)),
                                                 jnp.zeros((3, 2)), 0), "num_projections"),
-        (lambda: diagnostics.damv(jnp.zeros((1, 2))), "num_particles"),
+        (lambda: diagnostics.damv(jnp.zeros((1, 2))), "x needs at least 2 rows"),
         (lambda: diagnostics.damv(jnp.zeros((3, 2)), jnp.array([1.0, -1.0])), "target_var"),
         (lambda: diagnostics.damv(jnp.zeros((3, 2)), jnp.ones(3)), "target_var"),
         (lambda: diagnostics.mmd(jnp.zeros((3, 2)), jnp.zeros((3, 2)), jnp.array(0.0)),

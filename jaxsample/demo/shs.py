@@ -16,13 +16,13 @@ TRANSITION = [[0, 0.6, 0.4, 0], [0, 0, 0.5, 0.5], [0.5, 0, 0, 0.5], [0.7, 0.3, 0
 def run(key: jax.Array, outdir: Path) -> SectionReport:
     import matplotlib.pyplot as plt
 
-    from jaxsample import discrete
+    from jaxsample.diffusion import shs
 
-    data = discrete.MarkovChainData(jnp.full(4, 0.25), jnp.asarray(TRANSITION))
+    data = shs.MarkovChainData(jnp.full(4, 0.25), jnp.asarray(TRANSITION))
     rows, rates = [], {}
     for num_steps in (8, 32):
         for jumps in ("bernoulli", "stratified"):
-            tokens, info = discrete.sample(
+            tokens, info = shs.sample(
                 key, data.denoiser, vocab_size=4, seq_len=8, num_samples=2000,
                 num_steps=num_steps, process="flow", jumps=jumps,
             )

@@ -16,7 +16,6 @@ from jaxsample.kernels.interactions import (
     tangent_project,
 )
 
-
 Z = 5.0
 
 

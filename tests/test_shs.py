@@ -1,4 +1,4 @@
-"""Tests of jaxsample.discrete: the data model, the three processes' closed forms, the sampler.
+"""Tests of jaxsample.diffusion: the data model, the three processes' closed forms, the sampler.
 
 Exact checks are run in float64. Statistical checks use fixed seeds and a chi-square test at
 p = 1e-4 or a z = 5 bound on the Monte Carlo standard error.
@@ -13,9 +13,9 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 from scipy import stats
 
-from jaxsample import discrete
-from jaxsample.discrete.processes import PROCESSES
-from jaxsample.discrete.sampler import _stay_or_replace
+from jaxsample.diffusion import shs
+from jaxsample.diffusion._processes import PROCESSES
+from jaxsample.diffusion.shs import _stay_or_replace
 
 Z = 5.0
 P_VALUE = 1e-4
@@ -26,11 +26,11 @@ T4 = np.array([[0, 0.6, 0.4, 0], [0, 0, 0.5, 0.5], [0.5, 0, 0, 0.5], [0.7, 0.3, 
 
 
 def _chain3(dtype=jnp.float64):
-    return discrete.MarkovChainData(jnp.asarray(PI3, dtype), jnp.asarray(T3, dtype))
+    return shs.MarkovChainData(jnp.asarray(PI3, dtype), jnp.asarray(T3, dtype))
 
 
 def _chain4(dtype=jnp.float32):
-    return discrete.MarkovChainData(jnp.full(4, 0.25, dtype), jnp.asarray(T4, dtype))
+    return shs.MarkovChainData(jnp.full(4, 0.25, dtype), jnp.asarray(T4, dtype))
 
 
 def _states(k, seq_len):
@@ -96,17 +96,17 @@ def test_log_prob_marginals_and_samples_are_consistent(x64):
 
 def test_markov_chain_validation():
     with pytest.raises(ValueError, match="square"):
-        discrete.MarkovChainData(np.full(3, 1 / 3), np.full((3, 2), 0.5))
+        shs.MarkovChainData(np.full(3, 1 / 3), np.full((3, 2), 0.5))
     with pytest.raises(ValueError, match="sum to 1"):
-        discrete.MarkovChainData(np.full(2, 0.5), np.array([[0.5, 0.6], [0.5, 0.5]]))
+        shs.MarkovChainData(np.full(2, 0.5), np.array([[0.5, 0.6], [0.5, 0.5]]))
     with pytest.raises(ValueError, match="nonnegative"):
-        discrete.MarkovChainData(np.array([1.5, -0.5]), np.full((2, 2), 0.5))
+        shs.MarkovChainData(np.array([1.5, -0.5]), np.full((2, 2), 0.5))
     with pytest.raises(ValueError, match=r"init_probs must have shape \(2,\)"):
-        discrete.MarkovChainData(np.full(3, 1 / 3), np.full((2, 2), 0.5))
+        shs.MarkovChainData(np.full(3, 1 / 3), np.full((2, 2), 0.5))
     with pytest.raises(ValueError, match="K >= 2"):
-        discrete.MarkovChainData(np.ones(1), np.ones((1, 1)))
+        shs.MarkovChainData(np.ones(1), np.ones((1, 1)))
     with pytest.raises(TypeError, match="floating"):
-        discrete.MarkovChainData(np.array([1, 0]), np.array([[0, 1], [1, 0]]))
+        shs.MarkovChainData(np.array([1, 0]), np.array([[0, 1], [1, 0]]))
 
 
 # -- the processes' closed forms -----------------------------------------------------------------
@@ -122,7 +122,7 @@ def _random_posterior(seed, k):
 def test_dtmc_step_equals_bayes_rule(x64, a, b):
     k = 4
     log_post, tokens = _random_posterior(1, k)
-    log_w = discrete.DTMC().log_jump_weights(log_post, tokens, jnp.float64(a), jnp.float64(b))
+    log_w = shs.DTMC().log_jump_weights(log_post, tokens, jnp.float64(a), jnp.float64(b))
     post = np.exp(np.asarray(log_post[0]))
     # q(x_s = y | x_t = x, x0 = a) = C_{t|s}[y, x] C_s[a, y] / C_t[a, x]
     c_ts, c_s, c_t = _channel(a / b, k), _channel(b, k), _channel(a, k)
@@ -142,8 +142,8 @@ def test_ctmc_and_flow_rates_equal_their_definitions(x64, alpha):
     log_post, tokens = _random_posterior(2, k)
     post = np.exp(np.asarray(log_post[0]))
     signal, nxt = jnp.float64(alpha), jnp.float64(alpha + d_alpha)
-    ctmc = np.exp(np.asarray(discrete.CTMC().log_jump_weights(log_post, tokens, signal, nxt)[0]))
-    flow = np.exp(np.asarray(discrete.Flow().log_jump_weights(log_post, tokens, signal, nxt)[0]))
+    ctmc = np.exp(np.asarray(shs.CTMC().log_jump_weights(log_post, tokens, signal, nxt)[0]))
+    flow = np.exp(np.asarray(shs.Flow().log_jump_weights(log_post, tokens, signal, nxt)[0]))
     c = _channel(alpha, k)
     for x in range(k):
         # SEDD concrete score: p_t(x^{i<-y}) / p_t(x) = sum_a p(a) q(y | a) / q(x | a)
@@ -154,7 +154,7 @@ def test_ctmc_and_flow_rates_equal_their_definitions(x64, alpha):
         assert ctmc[x][x] == 0 and flow[x][x] == 0
 
 
-@pytest.mark.parametrize("process", [discrete.CTMC(), discrete.Flow()])
+@pytest.mark.parametrize("process", [shs.CTMC(), shs.Flow()])
 def test_generators_reproduce_the_uniform_path_marginals(x64, process):
     """Kolmogorov forward equation on all K^L states: sum of flows = d p_alpha / d alpha."""
     data, k, seq_len, alpha = _chain3(), 3, 2, 0.37
@@ -188,7 +188,7 @@ def test_dtmc_step_maps_path_marginal_to_path_marginal(x64):
     data, k, a, b = _chain3(), 3, 0.2, 0.55
     tokens = jnp.arange(k, dtype=jnp.int32)[:, None]
     log_post = data.denoiser(tokens, jnp.float64(a))
-    w = np.exp(np.asarray(discrete.DTMC().log_jump_weights(
+    w = np.exp(np.asarray(shs.DTMC().log_jump_weights(
         log_post, tokens, jnp.float64(a), jnp.float64(b))[:, 0]))
     step = w + np.diag(1 - w.sum(axis=1))
     np.testing.assert_allclose(step.sum(axis=1), 1.0, rtol=1e-12)
@@ -199,7 +199,7 @@ def test_dtmc_step_maps_path_marginal_to_path_marginal(x64):
 
 
 def _exact_bernoulli_law(data, process, seq_len, num_steps):
-    """Law of discrete.sample(jumps='bernoulli') by propagating all K^L states (float64)."""
+    """Law of shs.sample(jumps='bernoulli') by propagating all K^L states (float64)."""
     k = data.vocab_size
     states = _states(k, seq_len)
     tokens = jnp.asarray(states)
@@ -227,7 +227,7 @@ def test_bernoulli_sampler_matches_its_exact_law(x64, process):
     data, seq_len, num_steps, n = _chain3(), 3, 4, 30_000
     law = _exact_bernoulli_law(data, PROCESSES[process](),
                                seq_len, num_steps)
-    x, info = discrete.sample(jax.random.key(3), data.denoiser, vocab_size=3, seq_len=seq_len,
+    x, info = shs.sample(jax.random.key(3), data.denoiser, vocab_size=3, seq_len=seq_len,
                               num_samples=n, num_steps=num_steps, process=process,
                               jumps="bernoulli")
     assert not bool(info.nonfinite)
@@ -255,7 +255,7 @@ def test_one_jump_step_has_the_exact_law_for_both_rules(x64):
     """
     data, n = _chain3(), 40_000
     for jumps in ("bernoulli", "stratified"):
-        x, _ = discrete.sample(jax.random.key(4), data.denoiser, vocab_size=3, seq_len=1,
+        x, _ = shs.sample(jax.random.key(4), data.denoiser, vocab_size=3, seq_len=1,
                                num_samples=n, num_steps=2, process="dtmc", jumps=jumps)
         assert _chisquare_ok(np.bincount(np.asarray(x[:, 0]), minlength=3), PI3), jumps
 
@@ -268,11 +268,11 @@ def test_stratified_rule_is_not_distribution_exact(x64):
     mass reaches 1 − U, a linear rather than exponential waiting-time law, and the output law
     sharpens towards the mode (here 0.7 -> about 0.79 at NFE 16).
     """
-    data = discrete.MarkovChainData(jnp.asarray([0.7, 0.2, 0.1]), jnp.asarray(T3))
+    data = shs.MarkovChainData(jnp.asarray([0.7, 0.2, 0.1]), jnp.asarray(T3))
     n = 40_000
     counts = {}
     for jumps in ("bernoulli", "stratified"):
-        x, _ = discrete.sample(jax.random.key(15), data.denoiser, vocab_size=3, seq_len=1,
+        x, _ = shs.sample(jax.random.key(15), data.denoiser, vocab_size=3, seq_len=1,
                                num_samples=n, num_steps=16, process="dtmc", jumps=jumps)
         counts[jumps] = np.bincount(np.asarray(x[:, 0]), minlength=3)
     assert _chisquare_ok(counts["bernoulli"], [0.7, 0.2, 0.1])
@@ -318,7 +318,7 @@ def test_sequence_tv_with_steps_729_states(x64):
     tv = {}
     for jumps in ("bernoulli", "stratified"):
         for num_steps in (4, 64):
-            x, _ = discrete.sample(jax.random.key(7), data.denoiser, vocab_size=3,
+            x, _ = shs.sample(jax.random.key(7), data.denoiser, vocab_size=3,
                                    seq_len=seq_len, num_samples=n, num_steps=num_steps,
                                    process="dtmc", jumps=jumps)
             tv[jumps, num_steps] = data.sequence_tv(x)
@@ -341,7 +341,7 @@ def test_blacklisted_tokens_never_appear_and_allocation_front_loads_edits():
                   blacklist=[2])
     left = {}
     for jumps, allocate in (("bernoulli", False), ("stratified", False), ("stratified", True)):
-        x, info = discrete.sample(jax.random.key(8), data.denoiser, jumps=jumps,
+        x, info = shs.sample(jax.random.key(8), data.denoiser, jumps=jumps,
                                   allocate_phases=allocate, **common)
         assert not np.any(np.asarray(x) == 2)
         left[jumps, allocate] = np.asarray(info.banned_before_denoise, float)
@@ -353,7 +353,7 @@ def test_blacklisted_tokens_never_appear_and_allocation_front_loads_edits():
 
 def test_float32_and_float64(dtype):
     data = _chain4(dtype)
-    x, info = discrete.sample(jax.random.key(9), data.denoiser, vocab_size=4, seq_len=8,
+    x, info = shs.sample(jax.random.key(9), data.denoiser, vocab_size=4, seq_len=8,
                               num_samples=64, num_steps=6, process="ctmc")
     assert x.dtype == jnp.int32 and x.shape == (64, 8)
     for leaf in (info.crossings, info.cum_hazard, info.signal_grid):
@@ -373,19 +373,19 @@ def test_jit_vmap_and_compile_count():
         return data.denoiser(tokens, signal)
 
     kwargs = dict(vocab_size=4, seq_len=8, num_samples=16, num_steps=5, process="dtmc")
-    eager, info = discrete.sample(jax.random.key(10), denoiser, **kwargs)
+    eager, info = shs.sample(jax.random.key(10), denoiser, **kwargs)
     first = len(traces)
     # the NFE is a traced loop bound: another key and another NFE reuse the compiled sampler
-    discrete.sample(jax.random.key(11), denoiser, **{**kwargs, "num_steps": 9})
+    shs.sample(jax.random.key(11), denoiser, **{**kwargs, "num_steps": 9})
     assert len(traces) == first
-    jitted, info_jit = jax.jit(lambda key: discrete.sample(key, denoiser, **kwargs))(
+    jitted, info_jit = jax.jit(lambda key: shs.sample(key, denoiser, **kwargs))(
         jax.random.key(10))
     np.testing.assert_array_equal(eager, jitted)
     np.testing.assert_array_equal(info.crossings, info_jit.crossings)
     keys = jax.random.split(jax.random.key(12), 3)
-    batched, _ = jax.vmap(lambda key: discrete.sample(key, denoiser, **kwargs))(keys)
+    batched, _ = jax.vmap(lambda key: shs.sample(key, denoiser, **kwargs))(keys)
     assert batched.shape == (3, 16, 8)
-    np.testing.assert_array_equal(batched[1], discrete.sample(keys[1], denoiser, **kwargs)[0])
+    np.testing.assert_array_equal(batched[1], shs.sample(keys[1], denoiser, **kwargs)[0])
 
 
 def test_batch_sharded_over_four_devices():
@@ -395,8 +395,8 @@ def test_batch_sharded_over_four_devices():
     sharding = NamedSharding(mesh, PartitionSpec("particles"))
     data = _chain4()
     kwargs = dict(vocab_size=4, seq_len=8, num_samples=32, num_steps=4, process="flow")
-    plain, _ = discrete.sample(jax.random.key(13), data.denoiser, **kwargs)
-    sharded, info = discrete.sample(jax.random.key(13), data.denoiser, sharding=sharding, **kwargs)
+    plain, _ = shs.sample(jax.random.key(13), data.denoiser, **kwargs)
+    sharded, info = shs.sample(jax.random.key(13), data.denoiser, sharding=sharding, **kwargs)
     assert len(sharded.sharding.device_set) == 4
     np.testing.assert_array_equal(plain, sharded)
     assert not bool(info.nonfinite)
@@ -407,30 +407,30 @@ def test_bad_inputs_raise_or_flag():
     good = dict(vocab_size=4, seq_len=8, num_samples=4, num_steps=3)
     key = jax.random.key(14)
     with pytest.raises(ValueError, match=r"shape \(num_samples, seq_len, vocab_size\)"):
-        discrete.sample(key, lambda x, t: data.denoiser(x, t)[..., :3], **good)
+        shs.sample(key, lambda x, t: data.denoiser(x, t)[..., :3], **good)
     with pytest.raises(TypeError, match="floating"):
-        discrete.sample(key, lambda x, t: jnp.zeros((4, 8, 4), jnp.int32), **good)
+        shs.sample(key, lambda x, t: jnp.zeros((4, 8, 4), jnp.int32), **good)
     with pytest.raises(ValueError, match="vocab_size must be >= 2"):
-        discrete.sample(key, data.denoiser, **{**good, "vocab_size": 1})
+        shs.sample(key, data.denoiser, **{**good, "vocab_size": 1})
     with pytest.raises(ValueError, match="num_steps must be >= 1"):
-        discrete.sample(key, data.denoiser, **{**good, "num_steps": 0})
+        shs.sample(key, data.denoiser, **{**good, "num_steps": 0})
     with pytest.raises(TypeError, match="num_samples must be a Python int"):
-        discrete.sample(key, data.denoiser, **{**good, "num_samples": 4.0})
+        shs.sample(key, data.denoiser, **{**good, "num_samples": 4.0})
     with pytest.raises(ValueError, match="whole vocabulary"):
-        discrete.sample(key, data.denoiser, blacklist=[0, 1, 2, 3], **good)
+        shs.sample(key, data.denoiser, blacklist=[0, 1, 2, 3], **good)
     with pytest.raises(ValueError, match=r"blacklist token ids must be in \[0, vocab_size=4\)"):
-        discrete.sample(key, data.denoiser, blacklist=[4], **good)
+        shs.sample(key, data.denoiser, blacklist=[4], **good)
     with pytest.raises(ValueError, match="process must be one of"):
-        discrete.sample(key, data.denoiser, process="sde", **good)
+        shs.sample(key, data.denoiser, process="sde", **good)
     with pytest.raises(ValueError, match="jumps must be one of"):
-        discrete.sample(key, data.denoiser, jumps="poisson", **good)
+        shs.sample(key, data.denoiser, jumps="poisson", **good)
     with pytest.raises(ValueError, match="allocate_phases"):
-        discrete.sample(key, data.denoiser, allocate_phases=True, **good)
+        shs.sample(key, data.denoiser, allocate_phases=True, **good)
     with pytest.raises(TypeError, match="denoiser must be callable"):
-        discrete.sample(key, "model", **good)
+        shs.sample(key, "model", **good)
     with pytest.raises(ValueError, match="eps"):
-        discrete.CTMC(eps=0.0)
+        shs.CTMC(eps=0.0)
     # NaN logits cannot be caught eagerly: they surface as a flag
-    _, info = discrete.sample(key, lambda x, t: data.denoiser(x, t).at[0, 0, 0].set(jnp.nan),
+    _, info = shs.sample(key, lambda x, t: data.denoiser(x, t).at[0, 0, 0].set(jnp.nan),
                               **good)
     assert bool(info.nonfinite)

@@ -1,4 +1,16 @@
-"""One sampler for uniform-noise discrete diffusion and flow models: model × process × jump rule."""
+"""SHS: one sampler for uniform-noise discrete diffusion and flow: model × process × jump rule.
+
+Three pieces compose (SHS, Jang & Han 2026, arXiv:2601.02799):
+
+1. a *model*: any ``denoiser(tokens, signal) -> logits`` over clean tokens, ``(B, L, K)``;
+2. a *process*: the stay-vs-replace decomposition of :class:`DTMC` (D3PM/UDLM ancestral),
+   :class:`CTMC` (reverse of the uniform forward CTMC, SEDD-uniform) or :class:`Flow` (discrete
+   flow matching, uniform source);
+3. a *jump rule*: ``"stratified"`` (systematic hazard sampling) or ``"bernoulli"``.
+
+:func:`sample` puts them together; :class:`MarkovChainData` is an exactly solvable data model
+with its Bayes-optimal denoiser, for tests and benchmarks.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsample._checks import check_int
-from jaxsample.discrete.processes import CTMC, DTMC, PROCESSES, Flow
+from jaxsample.diffusion._markov import MarkovChainData
+from jaxsample.diffusion._processes import CTMC, DTMC, PROCESSES, Flow
 from jaxsample.kernels import hazard
 
-__all__ = ["SampleInfo", "sample"]
+__all__ = ["CTMC", "DTMC", "Flow", "MarkovChainData", "SampleInfo", "sample"]
 
 JUMP_RULES = ("stratified", "bernoulli")
 
@@ -58,7 +71,7 @@ def _resolve_process(process):
     if isinstance(process, (CTMC, DTMC, Flow)):
         return process
     raise TypeError(
-        "process must be 'ctmc', 'dtmc', 'flow' or an instance of jaxsample.discrete.CTMC/DTMC/"
+        "process must be 'ctmc', 'dtmc', 'flow' or an instance of jaxsample.diffusion.CTMC/DTMC/"
         f"Flow, got {type(process).__name__}"
     )
 
@@ -105,7 +118,7 @@ def sample(
     """Generates token sequences from a clean-token denoiser with SHS or Bernoulli jumps.
 
     Starting from uniform noise, each of the first ``num_steps − 1`` model calls drives one
-    stay-vs-replace step of ``process`` (see :mod:`jaxsample.discrete.processes`): per position it
+    stay-vs-replace step of ``process`` (see :mod:`jaxsample.diffusion._processes`): per position it
     yields a jump mass :math:`\\Delta` and destination weights :math:`w(y)`, the jump rule decides
     whether the position jumps, and a jumping position draws :math:`y \\sim w / \\Delta` (never its
     current token). The last model call feeds a denoise draw
@@ -170,10 +183,10 @@ def sample(
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from jaxsample import discrete
-        >>> data = discrete.MarkovChainData(jnp.full(3, 1 / 3), jnp.array(
+        >>> from jaxsample.diffusion import shs
+        >>> data = shs.MarkovChainData(jnp.full(3, 1 / 3), jnp.array(
         ...     [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]))
-        >>> tokens, info = discrete.sample(jax.random.key(0), data.denoiser, vocab_size=3,
+        >>> tokens, info = shs.sample(jax.random.key(0), data.denoiser, vocab_size=3,
         ...     seq_len=6, num_samples=100, num_steps=16, process="flow")
         >>> tokens.shape, int(info.nfe), bool(info.nonfinite)
         ((100, 6), 16, False)

@@ -48,7 +48,7 @@ class MarkovChainData(eqx.Module):
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from jaxsample.discrete import MarkovChainData
+        >>> from jaxsample.diffusion.shs import MarkovChainData
         >>> data = MarkovChainData(jnp.full(2, 0.5), jnp.array([[0.0, 1.0], [1.0, 0.0]]))
         >>> x = data.sample(jax.random.key(0), 3, 4)
         >>> bool(jnp.all(x[:, 1:] != x[:, :-1]))

@@ -91,7 +91,7 @@ class DTMC(_Process):
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from jaxsample.discrete import DTMC
+        >>> from jaxsample.diffusion.shs import DTMC
         >>> log_post = jnp.log(jnp.full((1, 2, 3), 1 / 3))  # B = 1, L = 2, K = 3
         >>> w = DTMC().log_jump_weights(log_post, jnp.array([[0, 2]]), jnp.float32(0.0),
         ...                             jnp.float32(0.5))
@@ -153,7 +153,7 @@ class CTMC(_Process):
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from jaxsample.discrete import CTMC
+        >>> from jaxsample.diffusion.shs import CTMC
         >>> [round(a, 4) for a in CTMC(eps=0.01).signal_grid(4, jnp.float32).tolist()]
         [0.01, 0.2575, 0.505, 0.7525, 1.0]
     """
@@ -202,7 +202,7 @@ class Flow(_Process):
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from jaxsample.discrete import Flow
+        >>> from jaxsample.diffusion.shs import Flow
         >>> log_post = jnp.log(jnp.array([[[0.5, 0.25, 0.25]]]))
         >>> w = Flow().log_jump_weights(log_post, jnp.array([[0]]), jnp.float32(0.5),
         ...                             jnp.float32(0.75))

@@ -1,0 +1,15 @@
+"""Diagnostics: sample-quality distances, particle and chain diagnostics; all jittable.
+
+- :mod:`~jaxsample.diagnostics.distances` — :func:`energy_distance`, :func:`mmd`,
+  :func:`sliced_wasserstein`, :func:`damv`;
+- :mod:`~jaxsample.diagnostics.chains` — :func:`rhat`, :func:`ess` (checked against ArviZ).
+"""
+
+from jaxsample.diagnostics.chains import ess as ess
+from jaxsample.diagnostics.chains import rhat as rhat
+from jaxsample.diagnostics.distances import damv as damv
+from jaxsample.diagnostics.distances import energy_distance as energy_distance
+from jaxsample.diagnostics.distances import mmd as mmd
+from jaxsample.diagnostics.distances import sliced_wasserstein as sliced_wasserstein
+
+__all__ = ["damv", "energy_distance", "ess", "mmd", "rhat", "sliced_wasserstein"]

@@ -1,0 +1,118 @@
+"""Tests of the shared kernel primitives: pairwise distances, row chunking, log-space helpers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+from jaxsample.kernels import chunking, logspace, pairwise
+
+
+def test_sq_distances_match_direct_differences(dtype):
+    x = jax.random.normal(jax.random.key(0), (7, 3), dtype) + 100
+    y = jax.random.normal(jax.random.key(1), (5, 3), dtype) + 100
+    direct = jnp.sum((x[:, None] - y[None]) ** 2, axis=-1)
+    got = pairwise.sq_distances(x, y, centre=jnp.mean(x, axis=0))
+    assert got.dtype == dtype and got.shape == (7, 5)
+    # centring removes the cancellation of the expanded form far from the origin
+    tol = 1e-4 if dtype == jnp.float32 else 1e-10
+    np.testing.assert_allclose(got, direct, rtol=tol, atol=tol)
+    assert bool(jnp.all(pairwise.sq_distances(x, x) >= 0))
+
+
+def test_median_scale_exact_and_strided():
+    x = jnp.arange(6.0)[:, None]
+    y = jnp.arange(4.0)[:, None] + 0.5
+    exact = np.median((np.arange(6.0)[:, None] - np.arange(4.0)[None] - 0.5) ** 2)
+    assert float(pairwise.median_scale(x, y)) == pytest.approx(exact)
+    iu = np.triu_indices(6, 1)
+    pairs = ((np.arange(6.0)[:, None] - np.arange(6.0)[None]) ** 2)[iu]
+    assert float(pairwise.median_scale(x, exclude_diagonal=True)) == pytest.approx(
+        np.median(pairs))
+    a = jax.random.normal(jax.random.key(0), (3000, 2))
+    b = jax.random.normal(jax.random.key(1), (3000, 2))
+    # the strided median (45 x 45 pairs) of |x - y|^2 for independent N(0, I_2) clouds estimates
+    # 4 ln 2 (|x - y|^2 / 2 is chi-square_2); 45 independent rows and columns give a relative
+    # standard error of the median below 5%, so 20% is > 4 SE
+    assert float(pairwise.median_scale(a, b)) == pytest.approx(4 * np.log(2), rel=0.2)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 3, 7, 50])
+def test_map_rows_equals_dense_with_ragged_blocks(chunk_size):
+    x = jax.random.normal(jax.random.key(0), (20, 4))
+    y = jax.random.normal(jax.random.key(1), (9, 4))
+
+    def fn(rows, weights):
+        d = pairwise.sq_distances(rows, y)
+        return {"lse": jax.nn.logsumexp(-d, axis=1) * weights, "arg": jnp.argmin(d, axis=1)}
+
+    w = jnp.linspace(1.0, 2.0, 20)
+    dense = fn(x, w)
+    got = chunking.map_rows(fn, x, w, chunk_size=chunk_size)
+    np.testing.assert_allclose(got["lse"], dense["lse"], rtol=1e-6)
+    np.testing.assert_array_equal(got["arg"], dense["arg"])
+    total = chunking.sum_rows(lambda r: jnp.sum(jnp.exp(-pairwise.sq_distances(r, y)), 1), x,
+                              chunk_size=chunk_size)
+    np.testing.assert_allclose(total, jnp.sum(jnp.exp(-pairwise.sq_distances(x, y))), rtol=1e-5)
+    lse = chunking.logsumexp_rows(lambda r: jax.nn.logsumexp(-pairwise.sq_distances(r, y), 1), x,
+                                  chunk_size=chunk_size)
+    np.testing.assert_allclose(lse, jax.nn.logsumexp(-pairwise.sq_distances(x, y)), rtol=1e-5)
+
+
+def test_chunked_reduction_memory_is_bounded_under_grad():
+    """Forward and reverse passes of a chunked (n x m) log-sum-exp never hold n x m entries."""
+    n, m, d, chunk = 4096, 4096, 8, 128
+    y = jnp.zeros((m, d))
+
+    def loss(x, chunk_size):
+        return chunking.logsumexp_rows(
+            lambda r: jax.nn.logsumexp(-pairwise.sq_distances(r, y), axis=1), x,
+            chunk_size=chunk_size)
+
+    x = jax.ShapeDtypeStruct((n, d), jnp.float32)
+    full = n * m * 4
+    for fn in (loss, jax.grad(loss)):
+        compiled = jax.jit(fn, static_argnums=1).lower(x, chunk).compile()
+        temp = compiled.memory_analysis().temp_size_in_bytes
+        assert temp < full / 8, (fn, temp, full)
+    dense = jax.jit(jax.grad(loss), static_argnums=1).lower(x, None).compile()
+    assert dense.memory_analysis().temp_size_in_bytes >= full  # the check can fail
+
+
+def test_log_normalize_and_ess():
+    log_w = jnp.log(jnp.array([1.0, 1.0, 2.0, 0.0]))
+    np.testing.assert_allclose(jnp.exp(logspace.log_normalize(log_w)), [0.25, 0.25, 0.5, 0.0])
+    # Kish ESS = (sum w)^2 / sum w^2 = 16 / 6
+    assert float(jnp.exp(logspace.log_ess(log_w))) == pytest.approx(16 / 6, rel=1e-6)
+
+
+def test_segment_logsumexp_against_dense():
+    values = jnp.array([0.0, 1.0, -jnp.inf, 3.0, 700.0])
+    seg = jnp.array([0, 0, 1, 2, 2])
+    got = logspace.segment_logsumexp(values, seg, 4)
+    assert got[1] == -jnp.inf and got[3] == -jnp.inf
+    np.testing.assert_allclose(got[0], np.logaddexp(0.0, 1.0), rtol=1e-6)
+    np.testing.assert_allclose(got[2], 700.0, rtol=1e-6)
+
+
+def test_categorical_law_chi_square():
+    """Counts of 20 000 inverse-CDF draws against the law (chi-square, p > 1e-4 to pass)."""
+    probs = np.array([0.0, 0.05, 0.15, 0.3, 0.0, 0.5])
+    log_w = jnp.log(jnp.asarray(probs)) + 3.0  # unnormalised, with -inf entries
+    draws = np.asarray(logspace.categorical(jax.random.key(0), log_w, (20_000,)))
+    counts = np.bincount(draws, minlength=6)
+    assert counts[0] == 0 and counts[4] == 0
+    keep = probs > 0
+    p_value = scipy.stats.chisquare(counts[keep], 20_000 * probs[keep]).pvalue
+    assert p_value > 1e-4
+
+
+def test_categorical_batched_rows_match_per_row_draws(dtype):
+    logits = jax.random.normal(jax.random.key(1), (3, 2, 10), dtype)
+    draws = logspace.categorical(jax.random.key(2), logits, (5,))
+    assert draws.shape == (5, 3, 2) and draws.dtype == jnp.int32
+    assert bool(jnp.all((draws >= 0) & (draws < 10)))
+    # a row whose mass sits on one category always returns it
+    point = jnp.full((4, 6), -jnp.inf, dtype).at[:, 2].set(0.0)
+    assert logspace.categorical(jax.random.key(3), point, (7,)).tolist() == [[2] * 4] * 7
