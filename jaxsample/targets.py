@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample.kernels import pairwise
+
 __all__ = [
     "Banana",
     "BayesianLogisticRegression",
@@ -205,8 +207,7 @@ class GaussianMixture(eqx.Module):
 
     def nearest_mode(self, x):
         """Index of the nearest component mean for each row of ``x`` (n, dim) — mode coverage."""
-        d2 = jnp.sum((x[:, None, :] - self.means[None, :, :].astype(x.dtype)) ** 2, axis=-1)
-        return jnp.argmin(d2, axis=1)
+        return jnp.argmin(pairwise.sq_distances(x, self.means.astype(x.dtype)), axis=1)
 
 
 class Banana(eqx.Module):
@@ -323,6 +324,8 @@ class DoubleWell4(eqx.Module):
         """The 6 pairwise distances ``d_ij, i < j`` of one configuration ``(8,)``."""
         p = _as_point(x, 8).reshape(4, 2)
         i, j = np.triu_indices(4, k=1)
+        # the differences themselves, not the expanded form of kernels.pairwise: the gradient
+        # of a distance must stay exact when two particles nearly coincide
         diff = p[i] - p[j]
         sq = jnp.sum(diff * diff, axis=-1)
         safe = jnp.where(sq > 0, sq, 1.0)  # keeps grad finite when two particles coincide

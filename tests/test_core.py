@@ -2,6 +2,7 @@
 
 import io
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 import jaxsample
 from jaxsample import SamplingAlgorithm, TextProgress, run
+from jaxsample._checks import check_hyperparameter
 
 
 def ar1_algorithm(rho=0.9, trace_counter=None):
@@ -64,6 +66,36 @@ def test_jit_of_run_and_single_compile():
     jitted = jax.jit(lambda k, x: run(k, alg, x, 5))
     np.testing.assert_allclose(jitted(jax.random.key(1), jnp.ones(2))[0],
                                run(jax.random.key(1), alg, jnp.ones(2), 5)[0], rtol=1e-6)
+
+
+def _ar1_kernel(key, x, *, rho):
+    new = jnp.asarray(rho, x.dtype) * x + jax.random.normal(key, x.shape, x.dtype)
+    return new, {"mean": jnp.mean(new)}
+
+
+def _ar1_pytree(rho):
+    """The contract's shape: the float lives in the step pytree (eqx.Partial), not a closure."""
+    step = eqx.Partial(_ar1_kernel, rho=check_hyperparameter("rho", rho))
+    return SamplingAlgorithm(init=lambda x: x, step=step)
+
+
+def test_float_hyperparameters_share_one_compilation_and_vmap():
+    x0 = jnp.zeros(3)
+    run(jax.random.key(0), _ar1_pytree(0.1), x0, 4)
+    size = jaxsample.core._run._cache_size()
+    run(jax.random.key(0), _ar1_pytree(0.1), x0, 4)
+    run(jax.random.key(0), _ar1_pytree(0.7), x0, 4)
+    assert jaxsample.core._run._cache_size() == size
+    # a closure over the float is static: each new function object compiles anew
+    run(jax.random.key(0), ar1_algorithm(0.7), x0, 4)
+    assert jaxsample.core._run._cache_size() == size + 1
+
+    rhos = jnp.asarray([0.1, 0.7])
+    finals = jax.vmap(lambda r: run(jax.random.key(2), _ar1_pytree(r), x0 + 1, 4)[0])(rhos)
+    for i in range(2):
+        np.testing.assert_allclose(
+            finals[i], run(jax.random.key(2), _ar1_pytree(float(rhos[i])), x0 + 1, 4)[0],
+            rtol=1e-6)
 
 
 def test_grad_through_run():
