@@ -39,8 +39,16 @@ _KINDS = {
 
 
 def is_concrete(value) -> bool:
-    """True unless ``value`` (or a leaf of it) is a tracer under ``jit``/``vmap``/``grad``."""
-    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value))
+    """True when this host can read every value of ``value``'s leaves.
+
+    False for a tracer (under ``jit``/``vmap``/``grad``) and for a global array of a multi-process
+    run that spans devices of other processes (``is_fully_addressable`` False): value checks are
+    then skipped, and the method's ``Info.nonfinite`` reports what goes wrong at run time.
+    """
+    return not any(
+        isinstance(leaf, jax.core.Tracer) or not getattr(leaf, "is_fully_addressable", True)
+        for leaf in jax.tree.leaves(value)
+    )
 
 
 def check_int(name: str, value, minimum: int, maximum: int | None = None, *,

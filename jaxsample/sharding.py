@@ -3,8 +3,18 @@
 Particle samplers in jaxsample are written for one array of positions ``(n, d)``; they run unchanged
 on an array sharded along its first axis. XLA's partitioner splits the per-particle work and inserts
 the collectives the interactions need (all-gathers for pairwise terms, reductions for weights):
-no home-made distribution layer, and the same code scales to many hosts after
-``jax.distributed.initialize()``.
+no home-made distribution layer, and the same code scales to many hosts.
+
+**Many hosts.** When the particles outgrow one machine, start one process per host (or per group of
+devices) and call ``jax.distributed.initialize(coordinator_address="host0:port",
+num_processes=P, process_id=i)`` in each before anything else touches JAX (on CPU hosts also
+``jax.config.update("jax_cpu_collectives_implementation", "gloo")``). :func:`particle_mesh` then
+spans every process's devices, and :func:`shard_particles`, given the same host array on every
+process, builds the global array from each process's own rows; ``alg.init``, ``jaxsample.run``
+and the samplers run unchanged, and
+``jax.experimental.multihost_utils.process_allgather(x, tiled=True)`` brings the particles back to
+every host. ``tests/test_multiprocess.py`` runs this with two local processes and checks it
+against the single-process result.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -65,6 +75,10 @@ def shard_particles(x, mesh: Mesh | None = None):
             raise ValueError(
                 f"x: leading axis of shape {leaf.shape} must be divisible by the {size} devices"
             )
-        return jax.device_put(leaf, sharding)
+        if jax.process_count() == 1:
+            return jax.device_put(leaf, sharding)
+        # multi-process: every process holds the same host value; each places its own rows
+        host = np.asarray(leaf)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
     return jax.tree.map(put, x)
