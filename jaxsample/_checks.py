@@ -203,6 +203,7 @@ def check_array(
     if min_rows is not None and (array.ndim == 0 or array.shape[0] < min_rows):
         raise ValueError(f"{name} needs at least {min_rows} rows, got shape {array.shape}")
     if finite and is_concrete(array) and jnp.issubdtype(array.dtype, jnp.inexact):
-        if not bool(jnp.all(jnp.isfinite(array))):
+        # on the host: under an enclosing jit a jnp reduction of a constant is staged (a tracer)
+        if not np.all(np.isfinite(np.asarray(array))):
             raise ValueError(f"{name} must be finite; got NaN or inf entries")
     return array
