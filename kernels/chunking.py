@@ -6,10 +6,10 @@ written once as a function of a *block* of rows, ``fn(block) -> per-row outputs`
 * ``map_rows(fn, xs, chunk_size=None)`` is ``fn(xs)``: the dense fast path, one ``(n, m)``
   intermediate;
 * ``map_rows(fn, xs, chunk_size=c)`` applies ``fn`` to ``c`` rows at a time with
-  ``jax.lax.map(..., batch_size=c)``, so at most ``c·m`` intermediates exist (the last, ragged block
-  is handled by ``lax.map`` itself: no padding, no masks). This is the pattern of ott-jax's
-  ``utils.batched_vmap``, which is not used directly because its ``PointCloud(batch_size=...)``
-  caller is broken on jax 0.10 and the helper is private.
+  ``jax.lax.map(..., batch_size=c)``, so at most ``c·m`` intermediates exist (a ragged last
+  block is handled on its own: no padding, no masks, no copy of the operands). This is the
+  pattern of ott-jax's ``utils.batched_vmap``, which is not used directly because its
+  ``PointCloud(batch_size=...)`` caller is broken on jax 0.10 and the helper is private.
 
 ``sum_rows`` and ``logsumexp_rows`` reduce the per-row outputs; they are O(n) extra memory, never
 O(n·m). Under ``jax.grad`` a plain ``lax.map`` would keep every block's residuals (for a row
@@ -64,7 +64,20 @@ def map_rows(fn: Callable[..., PyTree], *xs: PyTree, chunk_size: int | None = No
         block = jax.tree.map(lambda a: a[None], row)
         return jax.tree.map(lambda a: a[0], fn(*block))
 
-    return jax.lax.map(one_row, xs, batch_size=chunk_size)
+    num_full, remainder = divmod(n, chunk_size)
+    if remainder == 0:
+        return jax.lax.map(one_row, xs, batch_size=chunk_size)
+    # Ragged: lax.map(batch_size=c) would slice off the n - n % c leading rows, a full copy of
+    # every operand (inside a loop: one copy per iteration). Read the full blocks in place by
+    # dynamic slices instead and handle the short last block on its own.
+    def full_block(i):
+        return jax.vmap(one_row)(jax.tree.map(
+            lambda a: jax.lax.dynamic_slice_in_dim(a, i * chunk_size, chunk_size), xs))
+
+    head = jax.lax.map(full_block, jnp.arange(num_full))
+    head = jax.tree.map(lambda a: a.reshape((num_full * chunk_size,) + a.shape[2:]), head)
+    tail = jax.vmap(one_row)(jax.tree.map(lambda a: a[num_full * chunk_size:], xs))
+    return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), head, tail)
 
 
 def sum_rows(fn: Callable[..., jax.Array], *xs: PyTree, chunk_size: int | None = None) -> jax.Array:

@@ -80,6 +80,22 @@ def test_chunked_reduction_memory_is_bounded_under_grad():
     assert dense.memory_analysis().temp_size_in_bytes >= full  # the check can fail
 
 
+def test_ragged_chunks_do_not_copy_the_operand():
+    """n % chunk_size != 0 inside a loop: the blocks are read in place (no (n, d) copy)."""
+    x = jax.ShapeDtypeStruct((100_000, 64), jnp.float32)
+    a = jax.ShapeDtypeStruct((64,), jnp.float32)
+    operand = 100_000 * 64 * 4
+
+    def loop(x, a, chunk_size):
+        def body(t, total):
+            return total + chunking.map_rows(lambda rows: rows @ a, x, chunk_size=chunk_size)
+        return jax.lax.fori_loop(0, 3, body, jnp.zeros(x.shape[0]))
+
+    for chunk_size in (4096, 5000):  # ragged, even
+        compiled = jax.jit(loop, static_argnums=2).lower(x, a, chunk_size).compile()
+        assert compiled.memory_analysis().temp_size_in_bytes < operand / 8, chunk_size
+
+
 def test_log_normalize_and_ess():
     log_w = jnp.log(jnp.array([1.0, 1.0, 2.0, 0.0]))
     np.testing.assert_allclose(jnp.exp(logspace.log_normalize(log_w)), [0.25, 0.25, 0.5, 0.0])
