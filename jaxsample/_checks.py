@@ -145,7 +145,11 @@ def check_key(name: str, key) -> jax.Array:
     """A PRNG key: a new-style ``jax.random.key`` or a legacy ``uint32[2]`` ``PRNGKey``."""
     if key is None:
         raise TypeError(f"{name} must be a PRNG key (jax.random.key(seed)), got None")
-    key = key if hasattr(key, "dtype") else jnp.asarray(key)
+    try:
+        key = key if hasattr(key, "dtype") else jnp.asarray(key)
+    except TypeError as err:
+        raise TypeError(f"{name} must be a PRNG key (jax.random.key(seed)), got "
+                        f"{type(key).__name__}") from err
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key
     if key.dtype == jnp.uint32 and key.shape[-1:] == (2,):
