@@ -89,7 +89,7 @@ def _case(dim, kappa, tol, q):
 
     t, (x, info) = time_fn(gaussian.transform_noise, oracle, z, mean=mean, repeats=repeats,
                            **spectrum)
-    levels = info.num_levels
+    levels = int(info.num_levels)
     sinc = Row(case, "sinc resolvent (smoothed scores)",
                {"queries/sample": levels, "whitened error": error(x)}, t)
 
@@ -196,13 +196,13 @@ def _bits_table(quick):
             _, info = gaussian.sample(jax.random.key(0), oracle, mean=mean, lambda_min=1.0,
                                       lambda_max=kappa, tol=tol, num_samples=4, bits="auto")
             seconds = time.perf_counter() - t0
-            per_sample = info.num_bits // 4
-            per_coordinate = per_sample // (info.num_levels * dim)
-            bits_per_sample[(tol, kappa)] = (info.num_levels, per_coordinate)
+            levels, per_coordinate = int(info.num_levels), int(info.answer_bits)
+            per_sample = levels * dim * per_coordinate
+            bits_per_sample[(tol, kappa)] = (levels, per_coordinate)
             rows.append(Row(f"d={dim} ε={tol:.0e}", f"κ={kappa:.0e}",
-                            {"levels q": info.num_levels, "bits/coordinate b": per_coordinate,
+                            {"levels q": levels, "bits/coordinate b": per_coordinate,
                              "bits/sample q·d·b": per_sample,
-                             "float64 answers (bits)": info.num_levels * dim * 64},
+                             "float64 answers (bits)": levels * dim * 64},
                             seconds))
     notes = []
     decades = np.diff([math.log10(k) for k in kappas])

@@ -56,7 +56,7 @@ def main(argv=None):
     whitened = (x - mean[None, :]) @ ((q * jnp.sqrt(lam)) @ q.T)
     cov_error = float(jnp.linalg.norm(whitened.T @ whitened / num_samples - jnp.eye(args.dim)))
     mc_scale = math.sqrt(args.dim * (args.dim + 1) / num_samples)
-    print(f"kappa = {kappa:.0e}, d = {args.dim}: {info.num_levels} smoothed-score queries per "
+    print(f"kappa = {kappa:.0e}, d = {args.dim}: {int(info.num_levels)} smoothed-score queries per "
           f"sample; ||whitened cov - I||_F = {cov_error:.4f} (Monte Carlo scale {mc_scale:.4f})")
 
     # 2. queries per sample and bits per sample as kappa grows
@@ -67,11 +67,11 @@ def main(argv=None):
         oracle = gaussian.smoothed_score_oracle(precision, mean)
         spectrum = dict(lambda_min=1.0, lambda_max=kappa, tol=tol, num_samples=1)
         _, info = gaussian.sample(key, oracle, mean=mean, **spectrum)
-        known.append(info.num_queries)
+        known.append(int(info.num_queries))
         _, info = gaussian.sample(key, oracle, dim=args.dim, **spectrum)
-        unknown.append(info.num_queries)
+        unknown.append(int(info.num_queries))
         _, info = gaussian.sample(key, oracle, mean=mean, bits="auto", **spectrum)
-        bits.append(info.num_bits)
+        bits.append(int(info.num_levels) * args.dim * int(info.answer_bits))
         chebyshev.append(len(chebyshev_inverse_sqrt(1.0, kappa, tol)) - 1)
         print(f"kappa = {kappa:.0e}: sinc {known[-1]} queries (unknown mean {unknown[-1]}), "
               f"Chebyshev {chebyshev[-1]}, quantised {bits[-1]} bits/sample")

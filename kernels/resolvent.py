@@ -14,6 +14,8 @@ precision matrix it only sees through queries. This module holds the numerical p
 - Baselines that see only plain products ``Λ v``: :func:`chebyshev_inverse_sqrt` (host
   coefficients) with :func:`chebyshev_apply`, and :func:`lanczos_inverse_sqrt`.
 
+Inputs are assumed valid: the public entry points of :mod:`jaxsample.gaussian` check them.
+
 Reference: J. Liu, *Smoothed Score Queries and the Complexity of Sampling*, arXiv:2605.27769 (2026);
 the quadrature is the plain sinc rule of Hale, Higham & Trefethen, SIAM J. Numer. Anal. 46 (2008).
 Neither jax, lineax, optax nor ott-jax provides these matrix-function kernels, so they are written
@@ -33,7 +35,6 @@ import scipy.fft
 
 __all__ = [
     "SincRule",
-    "check_spectrum",
     "chebyshev_apply",
     "chebyshev_inverse_sqrt",
     "dithered_quantize",
@@ -58,34 +59,6 @@ class SincRule(NamedTuple):
     step: float
 
 
-def check_spectrum(lambda_min, lambda_max, tol) -> tuple[float, float, float]:
-    """Validates ``(lambda_min, lambda_max, tol)`` as Python floats and returns them.
-
-    Raises:
-        TypeError: if a value is not a concrete real number (e.g. a traced array).
-        ValueError: unless ``0 < lambda_min <= lambda_max < inf`` and ``0 < tol < 1``.
-    """
-    values = []
-    for name, value in (("lambda_min", lambda_min), ("lambda_max", lambda_max), ("tol", tol)):
-        try:
-            values.append(float(value))
-        except (TypeError, jax.errors.ConcretizationTypeError) as err:
-            raise TypeError(
-                f"{name} must be a concrete real number (it fixes static shapes), "
-                f"got {type(value).__name__}"
-            ) from err
-    lam_min, lam_max, eps = values
-    if not (math.isfinite(lam_min) and lam_min > 0):
-        raise ValueError(f"lambda_min must be a finite number > 0, got {lam_min}")
-    if not (math.isfinite(lam_max) and lam_max >= lam_min):
-        raise ValueError(
-            f"lambda_max must be finite and >= lambda_min = {lam_min}, got {lam_max}"
-        )
-    if not 0 < eps < 1:
-        raise ValueError(f"tol must lie in (0, 1), got {eps}")
-    return lam_min, lam_max, eps
-
-
 def sinc_rule(lambda_min: float, lambda_max: float, tol: float) -> SincRule:
     """Sinc-quadrature nodes for ``λ^{-1/2}`` on ``[lambda_min, lambda_max]`` to relative ``tol``.
 
@@ -102,7 +75,8 @@ def sinc_rule(lambda_min: float, lambda_max: float, tol: float) -> SincRule:
     node count ``q ≈ [½ log κ + 2 log(2/(πε))] (log(1/ε) + log 8) / π²`` grows by a constant per
     decade of ``κ = λ_max/λ_min``.
 
-    Runs on the host so that ``q`` is a Python int (a static shape under ``jit``).
+    Runs on the host so that ``q`` is a Python int (a static shape under ``jit``). Inputs are
+    assumed valid (``jaxsample.gaussian`` checks them).
 
     Args:
         lambda_min: lower spectral bound, ``> 0``.
@@ -119,7 +93,7 @@ def sinc_rule(lambda_min: float, lambda_max: float, tol: float) -> SincRule:
         >>> bool(np.max(np.abs(r * np.sqrt(lam) - 1)) <= 2e-6)
         True
     """
-    lam_min, lam_max, eps = check_spectrum(lambda_min, lambda_max, tol)
+    lam_min, lam_max, eps = float(lambda_min), float(lambda_max), float(tol)
     step = math.pi**2 / (math.log(1 / eps) + math.log(8))
     tail = math.log(2 / (math.pi * eps))
     k_lo = math.floor((0.5 * math.log(lam_min) - tail) / step)
@@ -162,7 +136,9 @@ def resolvent(
     tau: jax.Array,
     center: jax.Array,
     center_score: jax.Array | None = None,
-) -> jax.Array:
+    *,
+    has_aux: bool = False,
+):
     """The resolvent ``R_τ z = (Λ + τ^{-1} I)^{-1} z`` from one smoothed-score query.
 
     For ``π = N(m, Λ^{-1})`` the smoothed score is ``s_τ(x) = −(Σ + τI)^{-1}(x − m)`` and
@@ -182,9 +158,11 @@ def resolvent(
         tau: scalar noise level ``τ > 0``.
         center: ``(d,)`` base point ``c`` (the mean when it is known).
         center_score: ``(d,)`` answer ``s_τ(c)``, or ``None`` when ``c`` is the mean.
+        has_aux: ``smoothed_score_fn`` returns ``(score, aux)`` (e.g. an inner solver's
+            statistics); ``aux`` is passed through, as in ``jax.grad(..., has_aux=True)``.
 
     Returns:
-        ``(d,)`` array ``R_τ z`` in ``z``'s dtype.
+        ``(d,)`` array ``R_τ z`` in ``z``'s dtype, or ``(R_τ z, aux)`` with ``has_aux``.
 
     Example:
         >>> lam = jnp.array([1.0, 4.0])
@@ -193,11 +171,14 @@ def resolvent(
         >>> bool(jnp.allclose(r, 1 / (lam + 2.0)))
         True
     """
-    tau = jnp.asarray(tau, z.dtype)
-    score = smoothed_score_fn(center + z, tau)
-    if center_score is not None:
-        score = score - center_score
-    return tau * z + tau**2 * score
+    with jax.named_scope("resolvent"):
+        tau = jnp.asarray(tau, z.dtype)
+        out = smoothed_score_fn(center + z, tau)
+        score, aux = out if has_aux else (out, None)
+        if center_score is not None:
+            score = score - center_score
+        value = tau * z + tau**2 * score
+    return (value, aux) if has_aux else value
 
 
 def dithered_quantize(
@@ -216,7 +197,7 @@ def dithered_quantize(
         key: PRNG key for the dither.
         v: ``(...)`` values to quantise.
         bound: scalar or array broadcastable against ``v`` (same rank), ``> 0``.
-        bits: bits per coordinate, a Python int in ``[2, 31]``.
+        bits: bits per coordinate, a Python int in ``[2, 31]`` (assumed valid).
 
     Returns:
         ``(reconstruction, codes)``: ``v + e`` in ``v``'s dtype, and the int32 codes sent.
@@ -229,14 +210,13 @@ def dithered_quantize(
         >>> int(jnp.max(jnp.abs(codes))) <= 127
         True
     """
-    if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 31:
-        raise ValueError(f"bits must be a Python int in [2, 31], got {bits!r}")
     max_code = 2 ** (bits - 1) - 1
-    step = jnp.asarray(bound, v.dtype) / max_code
-    dither = (jax.random.uniform(key, v.shape, v.dtype) - 0.5) * step
-    safe_step = jnp.where(step > 0, step, 1)  # a zero bound means v = 0: send code 0
-    codes = jnp.clip(jnp.round((v + dither) / safe_step), -max_code, max_code)
-    return codes * step - dither, codes.astype(jnp.int32)
+    with jax.named_scope("dithered_quantize"):
+        step = jnp.asarray(bound, v.dtype) / max_code
+        dither = (jax.random.uniform(key, v.shape, v.dtype) - 0.5) * step
+        safe_step = jnp.where(step > 0, step, 1)  # a zero bound means v = 0: send code 0
+        codes = jnp.clip(jnp.round((v + dither) / safe_step), -max_code, max_code)
+        return codes * step - dither, codes.astype(jnp.int32)
 
 
 def _chebyshev_points(lam_min, lam_max, num_points):
@@ -274,7 +254,7 @@ def chebyshev_inverse_sqrt(lambda_min: float, lambda_max: float, tol: float) -> 
         >>> len(chebyshev_inverse_sqrt(1.0, 100.0, 1e-6)) - 1     # degree
         61
     """
-    lam_min, lam_max, eps = check_spectrum(lambda_min, lambda_max, tol)
+    lam_min, lam_max, eps = float(lambda_min), float(lambda_max), float(tol)
     if lam_max == lam_min:
         return np.array([lam_min**-0.5])
     rho = (math.sqrt(lam_max / lam_min) + 1) / (math.sqrt(lam_max / lam_min) - 1)
@@ -331,25 +311,26 @@ def chebyshev_apply(
         >>> bool(jnp.allclose(y, jnp.array([1.0, 1 / 3]), rtol=1e-4))
         True
     """
-    coefficients = jnp.asarray(coefficients, z.dtype)
-    if coefficients.shape[0] == 1:
-        return coefficients[0] * z
-    center = 0.5 * (lambda_max + lambda_min)
-    half_width = 0.5 * (lambda_max - lambda_min)
+    with jax.named_scope("chebyshev_apply"):
+        coefficients = jnp.asarray(coefficients, z.dtype)
+        if coefficients.shape[0] == 1:
+            return coefficients[0] * z
+        center = 0.5 * (lambda_max + lambda_min)
+        half_width = 0.5 * (lambda_max - lambda_min)
 
-    def shifted(v):
-        return (matvec(v) - center * v) / half_width
+        def shifted(v):
+            return (matvec(v) - center * v) / half_width
 
-    t_prev, t_curr = z, shifted(z)
-    acc = coefficients[0] * t_prev + coefficients[1] * t_curr
+        t_prev, t_curr = z, shifted(z)
+        acc = coefficients[0] * t_prev + coefficients[1] * t_curr
 
-    def body(carry, c):
-        t_prev, t_curr, acc = carry
-        t_next = 2 * shifted(t_curr) - t_prev
-        return (t_curr, t_next, acc + c * t_next), None
+        def body(carry, c):
+            t_prev, t_curr, acc = carry
+            t_next = 2 * shifted(t_curr) - t_prev
+            return (t_curr, t_next, acc + c * t_next), None
 
-    (_, _, acc), _ = jax.lax.scan(body, (t_prev, t_curr, acc), coefficients[2:])
-    return acc
+        (_, _, acc), _ = jax.lax.scan(body, (t_prev, t_curr, acc), coefficients[2:])
+        return acc
 
 
 def lanczos_inverse_sqrt(
@@ -367,7 +348,7 @@ def lanczos_inverse_sqrt(
     Args:
         matvec: ``v -> Λ v`` for ``v`` of shape ``(d,)``.
         z: ``(d,)`` nonzero vector.
-        num_steps: number of Lanczos steps ``n``, a Python int in ``[1, d]``.
+        num_steps: number of Lanczos steps ``n``, a Python int in ``[1, d]`` (assumed valid).
 
     Returns:
         ``(d,)`` array in ``z``'s dtype.
@@ -378,43 +359,42 @@ def lanczos_inverse_sqrt(
         >>> bool(jnp.allclose(y, lam**-0.5, rtol=1e-4))
         True
     """
-    dim = z.shape[0]
-    if isinstance(num_steps, bool) or not isinstance(num_steps, int) or not 1 <= num_steps <= dim:
-        raise ValueError(f"num_steps must be a Python int in [1, {dim}], got {num_steps!r}")
-    dtype = z.dtype
-    z_norm = jnp.linalg.norm(z)
-    breakdown = dim * jnp.finfo(dtype).eps
+    with jax.named_scope("lanczos_inverse_sqrt"):
+        dim = z.shape[0]
+        dtype = z.dtype
+        z_norm = jnp.linalg.norm(z)
+        breakdown = dim * jnp.finfo(dtype).eps
 
-    def body(j, carry):
-        basis, alphas, betas, v, v_prev, beta_prev, active, scale = carry
-        basis = basis.at[j].set(v)
-        w = matvec(v)
-        alpha = jnp.vdot(v, w)
-        w = w - alpha * v - beta_prev * v_prev
-        for _ in range(2):  # full re-orthogonalisation against every stored vector
-            w = w - basis.T @ (basis @ w)
-        beta = jnp.linalg.norm(w)
-        scale = jnp.maximum(scale, jnp.abs(alpha) + beta)
-        keep = active & (beta > breakdown * scale)
-        alphas = alphas.at[j].set(jnp.where(active, alpha, 1))
-        betas = betas.at[j].set(jnp.where(keep, beta, 0))
-        v_next = jnp.where(keep, w / jnp.where(keep, beta, 1), 0)
-        return basis, alphas, betas, v_next, v, jnp.where(keep, beta, 0), keep, scale
+        def body(j, carry):
+            basis, alphas, betas, v, v_prev, beta_prev, active, scale = carry
+            basis = basis.at[j].set(v)
+            w = matvec(v)
+            alpha = jnp.vdot(v, w)
+            w = w - alpha * v - beta_prev * v_prev
+            for _ in range(2):  # full re-orthogonalisation against every stored vector
+                w = w - basis.T @ (basis @ w)
+            beta = jnp.linalg.norm(w)
+            scale = jnp.maximum(scale, jnp.abs(alpha) + beta)
+            keep = active & (beta > breakdown * scale)
+            alphas = alphas.at[j].set(jnp.where(active, alpha, 1))
+            betas = betas.at[j].set(jnp.where(keep, beta, 0))
+            v_next = jnp.where(keep, w / jnp.where(keep, beta, 1), 0)
+            return basis, alphas, betas, v_next, v, jnp.where(keep, beta, 0), keep, scale
 
-    zero = jnp.zeros((), dtype)
-    init = (
-        jnp.zeros((num_steps, dim), dtype),
-        jnp.zeros(num_steps, dtype),
-        jnp.zeros(num_steps, dtype),
-        z / z_norm,
-        jnp.zeros_like(z),
-        zero,
-        jnp.array(True),
-        zero,
-    )
-    basis, alphas, betas, *_ = jax.lax.fori_loop(0, num_steps, body, init)
-    off_diagonal = betas[:-1]
-    tridiagonal = jnp.diag(alphas) + jnp.diag(off_diagonal, 1) + jnp.diag(off_diagonal, -1)
-    eigenvalues, eigenvectors = jnp.linalg.eigh(tridiagonal)
-    coefficients = eigenvectors @ (eigenvectors[0] / jnp.sqrt(eigenvalues))
-    return z_norm * (basis.T @ coefficients)
+        zero = jnp.zeros((), dtype)
+        init = (
+            jnp.zeros((num_steps, dim), dtype),
+            jnp.zeros(num_steps, dtype),
+            jnp.zeros(num_steps, dtype),
+            z / z_norm,
+            jnp.zeros_like(z),
+            zero,
+            jnp.array(True),
+            zero,
+        )
+        basis, alphas, betas, *_ = jax.lax.fori_loop(0, num_steps, body, init)
+        off_diagonal = betas[:-1]
+        tridiagonal = jnp.diag(alphas) + jnp.diag(off_diagonal, 1) + jnp.diag(off_diagonal, -1)
+        eigenvalues, eigenvectors = jnp.linalg.eigh(tridiagonal)
+        coefficients = eigenvectors @ (eigenvectors[0] / jnp.sqrt(eigenvalues))
+        return z_norm * (basis.T @ coefficients)

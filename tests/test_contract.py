@@ -14,10 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from contract import KEY
+from contract import gaussian_resolvent  # noqa: E402
 
 import jaxsample.core
 
 _MODULES = [
+    gaussian_resolvent,
 ]
 
 REGISTRY = [entry for module in _MODULES for entry in module.ENTRIES]

@@ -50,7 +50,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
             x, info = gaussian.transform_noise(oracle, z, mean=mean, **spectrum)
             x.block_until_ready()
             rows.append([f"{kappa:.0e}", "sinc resolvent (smoothed scores)",
-                         info.num_queries // num_samples, error(x, z),
+                         int(info.num_queries) // num_samples, error(x, z),
                          time.perf_counter() - t0])
             t0 = time.perf_counter()
             key_cheb = jax.random.key(int(np.log10(kappa)))
@@ -58,7 +58,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
                                                 num_samples=num_samples, **spectrum)
             x.block_until_ready()
             noise = jax.random.normal(key_cheb, (num_samples, dim), jnp.float64)
-            rows.append([f"{kappa:.0e}", "Chebyshev (gradients)", info.num_levels,
+            rows.append([f"{kappa:.0e}", "Chebyshev (gradients)", int(info.num_levels),
                          error(x, noise), time.perf_counter() - t0])
 
     kappas = np.logspace(1, 10, 19)

@@ -1,11 +1,31 @@
 """Gaussian samplers from smoothed-score (resolvent) oracles.
 
 - :mod:`jaxsample.gaussian.resolvent` — draws ``N(m, Λ⁻¹)`` from smoothed scores alone by a
-  rational quadrature of ``Λ^{-1/2}``: ``sample(key, oracle, ...) -> (x, info)``.
+  rational quadrature of ``Λ^{-1/2}``: ``sample(key, oracle, ...) -> (x, info)``, and the oracles.
+- :mod:`jaxsample.gaussian.baselines` — gradient-only Chebyshev and Lanczos samplers, and the exact
+  Cholesky reference, with the same query accounting.
 """
 
+from jaxsample.gaussian import baselines as baselines
 from jaxsample.gaussian import resolvent as resolvent
-from jaxsample.gaussian.resolvent import *  # noqa: F403  (the family's one method, re-exported)
-from jaxsample.gaussian.resolvent import __all__ as _method_names
+from jaxsample.gaussian._common import GaussianInfo as GaussianInfo
+from jaxsample.gaussian._common import SolveStats as SolveStats
+from jaxsample.gaussian.baselines import chebyshev_sample as chebyshev_sample
+from jaxsample.gaussian.baselines import cholesky_sample as cholesky_sample
+from jaxsample.gaussian.baselines import lanczos_sample as lanczos_sample
+from jaxsample.gaussian.resolvent import sample as sample
+from jaxsample.gaussian.resolvent import smoothed_score_oracle as smoothed_score_oracle
+from jaxsample.gaussian.resolvent import transform_noise as transform_noise
 
-__all__ = ["resolvent", *_method_names]
+__all__ = [
+    "GaussianInfo",
+    "SolveStats",
+    "baselines",
+    "chebyshev_sample",
+    "cholesky_sample",
+    "lanczos_sample",
+    "resolvent",
+    "sample",
+    "smoothed_score_oracle",
+    "transform_noise",
+]

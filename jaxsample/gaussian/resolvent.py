@@ -1,131 +1,59 @@
-"""Gaussian sampling from smoothed-score queries in ``O(log κ)`` queries, and √κ baselines.
+"""Gaussian sampling from smoothed-score queries in ``O(log κ)`` queries per sample.
 
 Target ``π = N(m, Σ)`` with precision ``Λ = Σ^{-1}``, spectrum in ``[λ_min, λ_max]``,
 ``κ = λ_max/λ_min``. A method that sees only gradients ``∇log π(x) = −Λ(x − m)`` applies
-polynomials in ``Λ`` and pays about ``√κ`` queries. A method that may query *smoothed* scores
-``s_τ(x) = ∇log(π ∗ N(0, τI))(x) = −(Σ + τI)^{-1}(x − m)`` obtains one resolvent
-``(Λ + τ^{-1}I)^{-1}z`` per query, and a sinc-quadrature rational approximation of ``Λ^{-1/2}``
-over geometrically spaced ``τ`` needs only ``O((log κ + log 1/ε) log 1/ε)`` of them
-(J. Liu, *Smoothed Score Queries and the Complexity of Sampling*, arXiv:2605.27769, 2026).
+polynomials in ``Λ`` and pays about ``√κ`` queries (:mod:`jaxsample.gaussian.baselines`). A method
+that may query *smoothed* scores ``s_τ(x) = ∇log(π ∗ N(0, τI))(x) = −(Σ + τI)^{-1}(x − m)``
+obtains one resolvent ``(Λ + τ^{-1}I)^{-1}z`` per query, and a sinc-quadrature rational
+approximation of ``Λ^{-1/2}`` over geometrically spaced ``τ`` needs only
+``O((log κ + log 1/ε) log 1/ε)`` of them (J. Liu, *Smoothed Score Queries and the Complexity of
+Sampling*, arXiv:2605.27769, 2026).
 
 - :func:`sample`: the smoothed-score sampler ``x = m + Σ_k w_k R_{τ_k} z`` (optionally with
   ``b``-bit dithered answers); :func:`transform_noise` is the same map applied to given noise.
-- :func:`smoothed_score_oracle`: ``s_τ`` for a dense or matrix-free precision, evaluated stably.
-- Baselines with the same query accounting: :func:`chebyshev_sample` and :func:`lanczos_sample`
-  (plain gradient queries, i.e. products ``Λ v``), and :func:`cholesky_sample` (exact reference).
-
-Every sampler returns ``(samples, info)`` with ``samples`` of shape ``(num_samples, d)`` and a
-:class:`GaussianInfo`.
+- :func:`smoothed_score_oracle`: ``s_τ`` for a dense or matrix-free precision, evaluated stably;
+  the matrix-free one solves with lineax's conjugate gradients and reports the solver's
+  iterations and convergence (:class:`SolveStats`), which :class:`GaussianInfo` carries.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from collections.abc import Callable
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
 
-from jaxsample._checks import check_int
-from jaxsample.kernels.resolvent import (
-    chebyshev_apply,
-    chebyshev_inverse_sqrt,
+from jaxsample._checks import check_int, check_key, check_number, is_concrete
+from jaxsample.gaussian._common import (
+    GaussianInfo,
+    SolveStats,
+    check_mean,
+    check_noise,
+    check_oracle,
+    check_precision,
     check_spectrum,
-    dithered_quantize,
-    lanczos_inverse_sqrt,
-    resolvent,
-    sinc_rule,
+    float_bits,
+    make_info,
+    no_solve,
 )
+from jaxsample.kernels.resolvent import dithered_quantize, resolvent, sinc_rule
 
 __all__ = [
     "GaussianInfo",
-    "chebyshev_sample",
-    "cholesky_sample",
-    "lanczos_sample",
+    "SolveStats",
     "sample",
     "smoothed_score_oracle",
     "transform_noise",
 ]
 
 
-class GaussianInfo(NamedTuple):
-    """What a Gaussian sampler spent.
-
-    Attributes:
-        num_queries: oracle evaluations at single points, all samples together (smoothed scores
-            for :func:`sample`, plain gradients for the baselines).
-        num_bits: bits in the oracle answers: ``b`` per coordinate for quantised answers, the
-            float width (32 or 64) per coordinate otherwise.
-        num_levels: quadrature levels (sinc), polynomial degree (Chebyshev) or Lanczos steps.
-        nonfinite: traced bool, ``True`` if any sample is not finite.
-    """
-
-    num_queries: int
-    num_bits: int
-    num_levels: int
-    nonfinite: jax.Array
-
-
 # ----------------------------------------------------------------------------------------------
-# validation
-
-
-
-
-def _check_vector(name, value):
-    value = jnp.asarray(value)
-    if not jnp.issubdtype(value.dtype, jnp.floating):
-        raise TypeError(f"{name} must be a floating-point array, got dtype {value.dtype}")
-    if value.ndim != 1 or value.shape[0] < 1:
-        raise ValueError(f"{name} must have shape (d,) with d >= 1, got shape {value.shape}")
-    return value
-
-
-def _check_precision(precision, dim, dtype):
-    precision = jnp.asarray(precision)
-    if precision.ndim != 2 or precision.shape[0] != precision.shape[1]:
-        raise ValueError(f"precision must be a square (d, d) matrix, got shape {precision.shape}")
-    if precision.shape[0] != dim:
-        raise ValueError(
-            f"precision has shape {precision.shape} but mean has dimension {dim}; they must match"
-        )
-    if precision.dtype != dtype:
-        raise TypeError(f"precision dtype {precision.dtype} differs from mean dtype {dtype}")
-    if not isinstance(precision, jax.core.Tracer):
-        host = np.asarray(precision, np.float64)
-        asymmetry = np.max(np.abs(host - host.T))
-        if asymmetry > 100 * jnp.finfo(dtype).eps * np.max(np.abs(host)):
-            raise ValueError(
-                f"precision must be symmetric, got max |P - P^T| = {asymmetry:.3g}"
-            )
-    return precision
-
-
-def _check_oracle(name, fn, dim, dtype, with_tau):
-    if not callable(fn):
-        raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
-    point = jax.ShapeDtypeStruct((dim,), dtype)
-    args = (point, jax.ShapeDtypeStruct((), dtype)) if with_tau else (point,)
-    out = jax.eval_shape(fn, *args)
-    if getattr(out, "shape", None) != (dim,) or out.dtype != dtype:
-        got = f"shape {getattr(out, 'shape', None)} dtype {getattr(out, 'dtype', None)}"
-        raise ValueError(
-            f"{name} must map a point of shape ({dim},) to an array of shape ({dim},) and dtype "
-            f"{dtype}, got {got}"
-        )
-
-
-def _float_bits(dtype) -> int:
-    return jnp.finfo(dtype).bits
-
-
-# ----------------------------------------------------------------------------------------------
-# oracle
+# oracles
 
 
 class _DenseSmoothedScore(eqx.Module):
@@ -136,31 +64,60 @@ class _DenseSmoothedScore(eqx.Module):
     mean: jax.Array
 
     def __call__(self, x, tau):
-        tau = jnp.asarray(tau, self.mean.dtype)
-        coordinates = self.eigenvectors.T @ (x - self.mean)
-        shrunk = self.eigenvalues / (1 + tau * self.eigenvalues) * coordinates
-        return -(self.eigenvectors @ shrunk)
+        with jax.named_scope("dense_smoothed_score"):
+            tau = jnp.asarray(tau, self.mean.dtype)
+            coordinates = self.eigenvectors.T @ (x - self.mean)
+            shrunk = self.eigenvalues / (1 + tau * self.eigenvalues) * coordinates
+            return -(self.eigenvectors @ shrunk)
+
+    def with_stats(self, x, tau):
+        """``(s_τ(x), SolveStats)``; a spectral evaluation solves nothing."""
+        return self(x, tau), no_solve()
 
     def score(self, x):
         """The plain score ``∇log π(x) = −Λ(x − m)`` (``τ = 0``)."""
         return self(x, 0.0)
 
 
+def _two_norm(x):
+    return jnp.linalg.norm(x)
+
+
 class _MatrixFreeSmoothedScore(eqx.Module):
-    """``s_τ(x) = −y`` with ``(I + τΛ) y = Λ(x − m)`` by conjugate gradients."""
+    """``s_τ(x) = −y`` with ``(I + τΛ) y = Λ(x − m)`` by lineax's conjugate gradients."""
 
     matvec: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
     mean: jax.Array
-    cg_tol: float = eqx.field(static=True)
-    cg_maxiter: int = eqx.field(static=True)
+    tolerance: float = eqx.field(static=True)
+    max_iterations: int = eqx.field(static=True)
+
+    def with_stats(self, x, tau):
+        """``(s_τ(x), SolveStats)``: the score and the CG solve's iterations and convergence."""
+        with jax.named_scope("matrix_free_smoothed_score"):
+            dtype = self.mean.dtype
+            tau = jnp.asarray(tau, dtype)
+            rhs = self.matvec(x - self.mean)
+            # Normalised right-hand side: CG stops at ‖r‖₂ ≤ tolerance·‖Λ(x − m)‖₂ (lineax's atol
+            # on a unit vector), like SciPy's relative criterion, and x = m is no special case.
+            norm = jnp.linalg.norm(rhs)
+            scale = jnp.where(norm > 0, norm, 1)
+            operator = lx.FunctionLinearOperator(
+                lambda v: v + tau * self.matvec(v), jax.ShapeDtypeStruct(rhs.shape, dtype),
+                tags=lx.positive_semidefinite_tag,
+            )
+            # stabilise_every=None keeps the recursive residual, which keeps decreasing where the
+            # recomputed one stalls at round-off: the solve then stops at ~round-off accuracy.
+            solver = lx.CG(rtol=0.0, atol=self.tolerance, norm=_two_norm, stabilise_every=None,
+                           max_steps=self.max_iterations)
+            solution = lx.linear_solve(operator, rhs / scale, solver, throw=False)
+            stats = SolveStats(
+                jnp.asarray(solution.stats["num_steps"], jnp.int32),
+                solution.result == lx.RESULTS.successful,
+            )
+            return -(solution.value * scale), stats
 
     def __call__(self, x, tau):
-        tau = jnp.asarray(tau, self.mean.dtype)
-        y, _ = jax.scipy.sparse.linalg.cg(
-            lambda v: v + tau * self.matvec(v), self.matvec(x - self.mean), tol=self.cg_tol,
-            maxiter=self.cg_maxiter,
-        )
-        return -y
+        return self.with_stats(x, tau)[0]
 
     def score(self, x):
         """The plain score ``∇log π(x) = −Λ(x − m)`` (one product, no solve)."""
@@ -171,8 +128,8 @@ def smoothed_score_oracle(
     precision: jax.Array | Callable[[jax.Array], jax.Array],
     mean: jax.Array,
     *,
-    cg_tol: float | None = None,
-    cg_maxiter: int | None = None,
+    tolerance: float | None = None,
+    max_iterations: int | None = None,
 ) -> Callable[[jax.Array, jax.Array], jax.Array]:
     """The smoothed score ``s_τ(x) = −(Σ + τI)^{-1}(x − m)`` of ``N(m, Λ^{-1})``, evaluated stably.
 
@@ -183,25 +140,30 @@ def smoothed_score_oracle(
     - dense ``Λ = Q diag(λ) Qᵀ`` (one ``eigh`` at construction):
       ``s_τ(x) = −Q diag(λ/(1 + τλ)) Qᵀ(x − m)``;
     - matrix-free (``precision`` a function ``v -> Λ v``): ``s_τ(x) = −y`` with
-      ``(I + τΛ) y = Λ(x − m)`` solved by conjugate gradients (``jax.scipy.sparse.linalg.cg``).
-      Its accuracy is CG's: the defaults ask for round-off level.
+      ``(I + τΛ) y = Λ(x − m)`` solved by conjugate gradients (``lineax.CG``, a positive-definite
+      operator). Its accuracy is CG's: the default asks for round-off level.
 
-    The oracle is an equinox Module (a pytree whose leaves are ``λ``, ``Q`` and ``m``), so the
-    samplers compile once per shape, not once per precision.
+    ``oracle.with_stats(x, tau)`` returns ``(s_τ(x), SolveStats)``: the CG iterations and whether
+    CG met ``tolerance`` within ``max_iterations`` (zero iterations and ``True`` for the dense
+    oracle). :func:`sample` collects them into :class:`GaussianInfo`; any oracle may offer this
+    method. The oracle is an equinox Module (a pytree whose leaves are ``λ``, ``Q`` and ``m``),
+    so the samplers compile once per shape, not once per precision.
 
     Args:
         precision: ``(d, d)`` symmetric positive-definite matrix, or a function ``v -> Λ v`` on
             ``(d,)`` vectors.
         mean: ``(d,)`` mean ``m``; its dtype is the oracle's.
-        cg_tol: matrix-free only: CG relative residual tolerance (default ``10 · eps``).
-        cg_maxiter: matrix-free only: CG iteration cap (default ``10 d``).
+        tolerance: matrix-free only: CG's relative residual tolerance
+            ``‖r‖₂ ≤ tolerance · ‖Λ(x − m)‖₂`` (default ``10 · eps`` of the dtype).
+        max_iterations: matrix-free only: CG's iteration cap (default ``10 d``).
 
     Returns:
         ``oracle(x, tau) -> (d,)`` for ``x`` of shape ``(d,)`` and a scalar ``tau >= 0``.
 
     Raises:
         ValueError: non-square, non-symmetric or non-positive-definite ``precision``; shape
-            mismatch with ``mean``; a ``matvec`` returning the wrong shape.
+            mismatch with ``mean``; a ``matvec`` returning the wrong shape; bad ``tolerance`` or
+            ``max_iterations``.
         TypeError: non-floating ``mean`` or a dtype mismatch.
 
     Example:
@@ -211,23 +173,39 @@ def smoothed_score_oracle(
         >>> oracle.score(jnp.ones(2))
         Array([-1., -4.], dtype=float32)
     """
-    mean = _check_vector("mean", mean)
+    mean = check_mean(mean)
     dim, dtype = mean.shape[0], mean.dtype
     if callable(precision):
-        _check_oracle("precision (a matvec)", precision, dim, dtype, with_tau=False)
+        check_oracle("precision (a matvec)", precision, dim, dtype, with_tau=False)
+        tolerance = check_number("tolerance", tolerance, allow_none=True, maximum=1.0)
+        max_iterations = check_int("max_iterations", max_iterations, 1, allow_none=True)
         return _MatrixFreeSmoothedScore(
             matvec=precision,
             mean=mean,
-            cg_tol=10 * float(jnp.finfo(dtype).eps) if cg_tol is None else float(cg_tol),
-            cg_maxiter=10 * dim if cg_maxiter is None else int(cg_maxiter),
+            tolerance=10 * float(jnp.finfo(dtype).eps) if tolerance is None else tolerance,
+            max_iterations=10 * dim if max_iterations is None else max_iterations,
         )
-    precision = _check_precision(precision, dim, dtype)
+    precision = check_precision(precision, dim, dtype)
     eigenvalues, eigenvectors = jnp.linalg.eigh(precision)
-    if not isinstance(eigenvalues, jax.core.Tracer) and float(eigenvalues[0]) <= 0:
+    if is_concrete(eigenvalues) and float(eigenvalues[0]) <= 0:
         raise ValueError(
             f"precision must be positive definite, got smallest eigenvalue {float(eigenvalues[0])}"
         )
     return _DenseSmoothedScore(eigenvalues=eigenvalues, eigenvectors=eigenvectors, mean=mean)
+
+
+class _WithoutStats(eqx.Module):
+    """A plain ``s(x, tau)`` seen through the ``with_stats`` protocol (it solves nothing)."""
+
+    fn: Callable
+
+    def __call__(self, x, tau):
+        return self.fn(x, tau), no_solve()
+
+
+def _with_stats(smoothed_score_fn):
+    with_stats = getattr(smoothed_score_fn, "with_stats", None)
+    return with_stats if callable(with_stats) else _WithoutStats(smoothed_score_fn)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -259,31 +237,53 @@ def _auto_bits(rule, lambda_min, lambda_max, tol, dim) -> int:
     return 1 + max(1, math.ceil(math.log2(codes + 1)))
 
 
+def _add(stats, new):
+    return SolveStats(stats.iterations + new.iterations, stats.converged & new.converged)
+
+
 @eqx.filter_jit
-def _sinc_transform(smoothed_score_fn, z, dither_key, center, weights, taus, lambda_min, bits,
-                    known_mean):
-    z_norms = jnp.linalg.norm(z, axis=1, keepdims=True)
-    if not known_mean:
-        # One Tweedie step at the largest level, x + τ s_τ(x) = m + Σ(Σ + τI)^{-1}(x − m),
-        # contracts the distance to m by (1 + τλ_min)^{-1} ≈ (πε/2)² before the first level.
-        center = center + taus[0] * smoothed_score_fn(center, taus[0])
+def _resolvent_transform(evaluate, z, dither_key, center, weights, taus, lambda_min, bits,
+                         known_mean):
+    with jax.named_scope("resolvent_transform"):
+        z_norms = jnp.linalg.norm(z, axis=1, keepdims=True)
+        stats = no_solve()
+        if not known_mean:
+            # One Tweedie step at the largest level, x + τ s_τ(x) = m + Σ(Σ + τI)^{-1}(x − m),
+            # contracts the distance to m by (1 + τλ_min)^{-1} ≈ (πε/2)² before the first level.
+            center_score, stats = evaluate(center, taus[0])
+            center = center + taus[0] * center_score
 
-    def level(carry, xs):
-        base, acc = carry
-        weight, tau, level_key = xs
-        base_score = None if known_mean else smoothed_score_fn(base, tau)
-        answers = jax.vmap(lambda zi: resolvent(smoothed_score_fn, zi, tau, base, base_score))(z)
-        if bits is not None:
-            bound = tau / (1 + tau * lambda_min) * z_norms
-            answers, _ = dithered_quantize(level_key, answers, bound, bits)
-        if not known_mean:  # each level's shared query is a further Tweedie step towards m
-            base = base + tau * base_score
-        return (base, acc + weight * answers), None
+        def level(carry, xs):
+            base, acc, stats = carry
+            weight, tau, level_key = xs
+            if known_mean:
+                base_score = None
+            else:
+                base_score, shared = evaluate(base, tau)
+                stats = _add(stats, shared)
+            answers, solves = jax.vmap(
+                lambda zi: resolvent(evaluate, zi, tau, base, base_score, has_aux=True))(z)
+            # the batched solve runs until its slowest sample has converged
+            stats = _add(stats, SolveStats(jnp.max(solves.iterations), jnp.all(solves.converged)))
+            if bits is not None:
+                bound = tau / (1 + tau * lambda_min) * z_norms
+                answers, _ = dithered_quantize(level_key, answers, bound, bits)
+            if not known_mean:  # each level's shared query is a further Tweedie step towards m
+                base = base + tau * base_score
+            return (base, acc + weight * answers, stats), None
 
-    level_keys = None if bits is None else jax.random.split(dither_key, taus.shape[0])
-    (mean, acc), _ = jax.lax.scan(level, (center, jnp.zeros_like(z)), (weights, taus, level_keys))
-    samples = mean[None, :] + acc
-    return samples, jnp.logical_not(jnp.all(jnp.isfinite(samples)))
+        level_keys = None if bits is None else jax.random.split(dither_key, taus.shape[0])
+        (mean, acc, stats), _ = jax.lax.scan(
+            level, (center, jnp.zeros_like(z), stats), (weights, taus, level_keys))
+        return mean[None, :] + acc, stats
+
+
+def _check_bits(bits):
+    if bits is None or (isinstance(bits, str) and bits == "auto"):
+        return bits
+    if isinstance(bits, str):
+        raise ValueError(f"bits must be None, 'auto' or a Python int in [2, 31], got {bits!r}")
+    return check_int("bits", bits, 2, 31)
 
 
 def transform_noise(
@@ -323,16 +323,12 @@ def transform_noise(
         True
     """
     lambda_min, lambda_max, tol = check_spectrum(lambda_min, lambda_max, tol)
-    z = jnp.asarray(z)
-    if not jnp.issubdtype(z.dtype, jnp.floating):
-        raise TypeError(f"z must be a floating-point array, got dtype {z.dtype}")
-    if z.ndim != 2 or 0 in z.shape:
-        raise ValueError(f"z must have shape (n, d) with n, d >= 1, got shape {z.shape}")
+    z = check_noise(z)
     num_samples, dim = z.shape
     dtype = z.dtype
     known_mean = mean is not None
     if known_mean:
-        mean = _check_vector("mean", mean)
+        mean = check_mean(mean)
         if mean.shape[0] != dim or mean.dtype != dtype:
             raise ValueError(
                 f"mean ({mean.dtype}, shape {mean.shape}) must match z ({dtype}, d = {dim})"
@@ -340,7 +336,10 @@ def transform_noise(
         center = mean
     else:
         center = jnp.zeros(dim, dtype)
-    _check_oracle("smoothed_score_fn", smoothed_score_fn, dim, dtype, with_tau=True)
+    check_oracle("smoothed_score_fn", smoothed_score_fn, dim, dtype, with_tau=True)
+    bits = _check_bits(bits)
+    if bits is not None:
+        check_key("key (for the dither, required when bits is not None)", key)
 
     rule = sinc_rule(lambda_min, lambda_max, tol)
     num_levels = rule.taus.shape[0]
@@ -353,18 +352,11 @@ def transform_noise(
         if dtype != jnp.float64:
             raise ValueError(message + "; use float64 inputs (jax_enable_x64) or a larger tol")
         warnings.warn(message + "; the samples will be less accurate than tol", stacklevel=3)
-
     if bits == "auto":
         bits = _auto_bits(rule, lambda_min, lambda_max, tol, dim)
-    elif bits is not None and (
-        isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 31
-    ):
-        raise ValueError(f"bits must be None, 'auto' or a Python int in [2, 31], got {bits!r}")
-    if bits is not None and key is None:
-        raise ValueError("key (for the dither) is required when bits is not None")
 
-    samples, nonfinite = _sinc_transform(
-        smoothed_score_fn,
+    samples, stats = _resolvent_transform(
+        _with_stats(smoothed_score_fn),
         z,
         key,
         center,
@@ -374,16 +366,10 @@ def transform_noise(
         bits,
         known_mean,
     )
-    per_sample = num_samples * num_levels
     shared = 0 if known_mean else num_levels + 1
-    answer_bits = _float_bits(dtype) if bits is None else bits
-    info = GaussianInfo(
-        num_queries=per_sample + shared,
-        num_bits=dim * (per_sample * answer_bits + shared * _float_bits(dtype)),
-        num_levels=num_levels,
-        nonfinite=nonfinite,
-    )
-    return samples, info
+    answer_bits = float_bits(dtype) if bits is None else bits
+    return samples, make_info(num_samples * num_levels + shared, num_levels, answer_bits,
+                              samples, stats)
 
 
 def sample(
@@ -416,7 +402,10 @@ def sample(
     shared by all samples, ``R_τ z = τ z + τ²[s_τ(b_k + z) − s_τ(b_k)]``, and the base points are
     Tweedie steps ``b_{k+1} = b_k + τ_k s_{τ_k}(b_k)`` from ``b_0 = 0`` (plus one step before the
     first level), which converge to ``m`` (the largest level alone contracts by ``(πε/2)²``):
-    ``q · num_samples + q + 1`` queries, and the last base point is the mean estimate.
+    ``q · num_samples + q + 1`` queries, and the last base point is the mean estimate. An oracle
+    with an inner solver (the matrix-free :func:`smoothed_score_oracle`) reports its iterations
+    and convergence through ``with_stats``; ``info.solver_iterations`` and ``info.converged``
+    carry them.
 
     Finite-bit answers (``bits``): each answer ``R_{τ_k} z`` is sent with ``b`` bits per
     coordinate through :func:`jaxsample.kernels.resolvent.dithered_quantize` on its known range
@@ -444,7 +433,8 @@ def sample(
         mean: ``(d,)`` mean ``m`` if known; it fixes ``d`` and the dtype.
         dim: ``d`` when ``mean`` is ``None`` (the dtype is then JAX's default float).
         lambda_min, lambda_max: bounds on the spectrum of ``Λ``, ``0 < lambda_min <= lambda_max``;
-            a loose bound costs only logarithmically.
+            a loose bound costs only logarithmically. With ``tol`` they fix the number of levels
+            (a static shape), so they are Python numbers, not traced values.
         tol: relative tolerance ``ε`` of the rational approximation, in ``(0, 1)``.
         num_samples: number of samples, a Python int ``>= 1``.
         bits: ``None`` (exact answers), a Python int in ``[2, 31]`` (bits per coordinate), or
@@ -456,25 +446,28 @@ def sample(
     Raises:
         ValueError: bad spectral bounds or ``tol``, tolerance below the float32 round-off floor,
             an oracle returning the wrong shape or dtype, bad ``bits`` or ``dim``.
-        TypeError: non-floating ``mean``, non-int ``num_samples``, a non-callable oracle.
+        TypeError: non-floating ``mean``, non-int ``num_samples``, a non-callable oracle, a bad
+            key.
 
     Example:
         >>> lam, m = jnp.array([1.0, 100.0]), jnp.array([1.0, -1.0])
         >>> score = smoothed_score_oracle(jnp.diag(lam), m)
         >>> x, info = sample(jax.random.key(0), score, mean=m, lambda_min=1.0, lambda_max=100.0,
         ...                  tol=1e-3, num_samples=4)
-        >>> x.shape, info.num_queries == 4 * info.num_levels
+        >>> x.shape, int(info.num_queries) == 4 * int(info.num_levels)
         ((4, 2), True)
     """
-    check_int("num_samples", num_samples, 1)
+    key = check_key("key", key)
+    num_samples = check_int("num_samples", num_samples, 1)
     if mean is not None:
-        mean = _check_vector("mean", mean)
+        mean = check_mean(mean)
         if dim is not None and dim != mean.shape[0]:
             raise ValueError(f"dim = {dim} does not match mean of shape {mean.shape}")
         dim, dtype = mean.shape[0], mean.dtype
-    elif isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be a Python int >= 1 when mean is None, got {dim!r}")
     else:
+        if dim is None:
+            raise ValueError("dim must be a Python int >= 1 when mean is None, got None")
+        dim = check_int("dim", dim, 1)
         dtype = jnp.zeros(()).dtype
     noise_key, dither_key = jax.random.split(key)
     z = jax.random.normal(noise_key, (num_samples, dim), dtype)
@@ -482,178 +475,3 @@ def sample(
         smoothed_score_fn, z, mean=mean, lambda_min=lambda_min, lambda_max=lambda_max, tol=tol,
         bits=bits, key=dither_key,
     )
-
-
-# ----------------------------------------------------------------------------------------------
-# baselines: plain gradient queries (products Λ v), and exact Cholesky
-
-
-def _gradient_info(samples, num_queries, num_levels):
-    dim, dtype = samples.shape[1], samples.dtype
-    return GaussianInfo(
-        num_queries=num_queries,
-        num_bits=num_queries * dim * _float_bits(dtype),
-        num_levels=num_levels,
-        nonfinite=jnp.logical_not(jnp.all(jnp.isfinite(samples))),
-    )
-
-
-def _precision_matvec(score_fn, mean):
-    """``Λ v = −∇log π(m + v)``: one gradient query per product."""
-    return lambda v: -score_fn(mean + v)
-
-
-@functools.lru_cache(maxsize=64)
-def _chebyshev_coefficients(lambda_min, lambda_max, tol):
-    return chebyshev_inverse_sqrt(lambda_min, lambda_max, tol)
-
-
-@eqx.filter_jit
-def _chebyshev_draw(score_fn, key, mean, coefficients, num_samples, interval):
-    z = jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype)
-    matvec = _precision_matvec(score_fn, mean)
-    apply = lambda zi: chebyshev_apply(matvec, zi, coefficients, *interval)
-    return mean[None, :] + jax.vmap(apply)(z)
-
-
-def chebyshev_sample(
-    key: jax.Array,
-    score_fn: Callable[[jax.Array], jax.Array],
-    *,
-    mean: jax.Array,
-    lambda_min: float,
-    lambda_max: float,
-    tol: float,
-    num_samples: int,
-) -> tuple[jax.Array, GaussianInfo]:
-    """Baseline: ``x = m + p_n(Λ) z`` with the Chebyshev series of ``λ^{-1/2}``, gradient queries.
-
-    ``p_n`` is the lowest-degree truncated Chebyshev series with ``max |p_n(λ)√λ − 1| ≤ tol`` on
-    ``[λ_min, λ_max]`` (:func:`jaxsample.kernels.resolvent.chebyshev_inverse_sqrt`), the same
-    accuracy contract as :func:`sample`; ``n ≈ (√κ/2) log(2/tol)``. Each product is one gradient
-    query ``Λ v = −∇log π(m + v)``: ``n · num_samples`` queries. The coefficients are computed on
-    the host once per ``(lambda_min, lambda_max, tol)`` and cached. The noise is
-    ``z = jax.random.normal(key, (num_samples, d), mean.dtype)``.
-
-    Args:
-        key: PRNG key.
-        score_fn: ``∇log π``, ``(d,) -> (d,)`` (e.g. ``oracle.score`` of
-            :func:`smoothed_score_oracle`, a pytree, so new precisions reuse the compilation).
-        mean: ``(d,)`` mean.
-        lambda_min, lambda_max, tol: as in :func:`sample`.
-        num_samples: Python int ``>= 1``.
-
-    Returns:
-        ``(samples, info)`` with ``samples`` of shape ``(num_samples, d)``.
-
-    Example:
-        >>> lam = jnp.array([1.0, 100.0])
-        >>> score = lambda x: -lam * x
-        >>> x, info = chebyshev_sample(jax.random.key(0), score, mean=jnp.zeros(2),
-        ...                            lambda_min=1.0, lambda_max=100.0, tol=1e-3, num_samples=3)
-        >>> x.shape, info.num_levels
-        ((3, 2), 29)
-    """
-    lambda_min, lambda_max, tol = check_spectrum(lambda_min, lambda_max, tol)
-    check_int("num_samples", num_samples, 1)
-    mean = _check_vector("mean", mean)
-    _check_oracle("score_fn", score_fn, mean.shape[0], mean.dtype, with_tau=False)
-    coefficients = _chebyshev_coefficients(lambda_min, lambda_max, tol)
-    degree = coefficients.shape[0] - 1
-    samples = _chebyshev_draw(
-        score_fn,
-        key,
-        mean,
-        jnp.asarray(coefficients, mean.dtype),
-        num_samples,
-        (lambda_min, lambda_max),
-    )
-    return samples, _gradient_info(samples, degree * num_samples, degree)
-
-
-@eqx.filter_jit
-def _lanczos_draw(score_fn, key, mean, num_samples, num_steps):
-    z = jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype)
-    matvec = _precision_matvec(score_fn, mean)
-    return mean[None, :] + jax.vmap(lambda zi: lanczos_inverse_sqrt(matvec, zi, num_steps))(z)
-
-
-def lanczos_sample(
-    key: jax.Array,
-    score_fn: Callable[[jax.Array], jax.Array],
-    *,
-    mean: jax.Array,
-    num_steps: int,
-    num_samples: int,
-) -> tuple[jax.Array, GaussianInfo]:
-    """Baseline: Krylov sampler ``x = m + ‖z‖ V_n T_n^{-1/2} e_1`` (Chow & Saad 2014).
-
-    ``n`` Lanczos steps with full re-orthogonalisation per sample
-    (:func:`jaxsample.kernels.resolvent.lanczos_inverse_sqrt`); use float64. It adapts to the
-    spectrum (exact once ``n`` reaches the number of distinct eigenvalues) but needs
-    ``O(√κ log 1/ε)`` steps in the worst case. ``n · num_samples`` gradient queries. Unlike the
-    other samplers the map ``z ↦ x`` is not linear, so its accuracy is measured per sample, by
-    ``‖Λ^{1/2}(x − m) − z‖/‖z‖``, with ``z = jax.random.normal(key, (num_samples, d), mean.dtype)``.
-
-    Args:
-        key: PRNG key.
-        score_fn: ``∇log π``, ``(d,) -> (d,)``.
-        mean: ``(d,)`` mean.
-        num_steps: Lanczos steps, a Python int in ``[1, d]``.
-        num_samples: Python int ``>= 1``.
-
-    Returns:
-        ``(samples, info)`` with ``samples`` of shape ``(num_samples, d)``.
-
-    Example:
-        >>> lam = jnp.array([1.0, 4.0, 9.0])
-        >>> x, info = lanczos_sample(jax.random.key(0), lambda x: -lam * x, mean=jnp.zeros(3),
-        ...                          num_steps=3, num_samples=2)
-        >>> x.shape, info.num_queries
-        ((2, 3), 6)
-    """
-    check_int("num_samples", num_samples, 1)
-    mean = _check_vector("mean", mean)
-    _check_oracle("score_fn", score_fn, mean.shape[0], mean.dtype, with_tau=False)
-    samples = _lanczos_draw(score_fn, key, mean, num_samples, num_steps)
-    return samples, _gradient_info(samples, num_steps * num_samples, num_steps)
-
-
-@eqx.filter_jit
-def _cholesky_draw(key, precision, mean, num_samples):
-    z = jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype)
-    factor = jnp.linalg.cholesky(precision)
-    # Λ = L Lᵀ, so x = m + L^{-T} z has covariance L^{-T} L^{-1} = Λ^{-1}.
-    offsets = jax.scipy.linalg.solve_triangular(factor.T, z.T, lower=False)
-    return mean[None, :] + offsets.T
-
-
-def cholesky_sample(
-    key: jax.Array, precision: jax.Array, *, mean: jax.Array, num_samples: int
-) -> tuple[jax.Array, GaussianInfo]:
-    """Exact reference: ``x = m + L^{-T} z`` with ``Λ = L Lᵀ`` (``jnp.linalg.cholesky``).
-
-    It reads ``Λ`` itself; in the query accounting that is ``d`` gradient queries (the products
-    ``Λ e_j``), reported as ``num_queries = d``. The noise is
-    ``z = jax.random.normal(key, (num_samples, d), mean.dtype)``.
-
-    Args:
-        key: PRNG key.
-        precision: ``(d, d)`` symmetric positive-definite matrix.
-        mean: ``(d,)`` mean.
-        num_samples: Python int ``>= 1``.
-
-    Returns:
-        ``(samples, info)`` with ``samples`` of shape ``(num_samples, d)``.
-
-    Example:
-        >>> x, info = cholesky_sample(jax.random.key(0), 4.0 * jnp.eye(2), mean=jnp.zeros(2),
-        ...                           num_samples=5)
-        >>> x.shape, info.num_queries
-        ((5, 2), 2)
-    """
-    check_int("num_samples", num_samples, 1)
-    mean = _check_vector("mean", mean)
-    precision = _check_precision(precision, mean.shape[0], mean.dtype)
-    samples = _cholesky_draw(key, precision, mean, num_samples)
-    return samples, _gradient_info(samples, mean.shape[0], 0)
