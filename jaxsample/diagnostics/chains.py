@@ -56,12 +56,16 @@ def rhat(chains):
         Scalar, or ``(dim,)``. Values above ~1.01 signal chains that disagree.
     """
     raw = jnp.asarray(chains)
-    split = _as_chains(raw)
+    out = _rhat(_as_chains(raw))
+    return out[0] if raw.ndim == 2 else out
+
+
+@jax.jit
+def _rhat(split):
     bulk = _rhat_basic(_rank_normalise(split))
     folded = jnp.abs(split - jnp.median(split.reshape(-1, split.shape[-1]), axis=0)[None, None])
     tail = _rhat_basic(_rank_normalise(folded))
-    out = jnp.maximum(bulk, tail)
-    return out[0] if raw.ndim == 2 else out
+    return jnp.maximum(bulk, tail)
 
 
 def _autocovariance(x):
@@ -112,5 +116,10 @@ def ess(chains):
         Scalar, or ``(dim,)``.
     """
     raw = jnp.asarray(chains)
-    out = _ess_basic(_rank_normalise(_as_chains(raw)))
+    out = _ess(_as_chains(raw))
     return out[0] if raw.ndim == 2 else out
+
+
+@jax.jit
+def _ess(split):
+    return _ess_basic(_rank_normalise(split))

@@ -16,6 +16,7 @@ variance collapse of kernel methods in high dimension.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
@@ -73,7 +74,11 @@ def energy_distance(x, y, *, chunk_size: int | None = None):
         0.0
     """
     x, y = _check_pair(x, y)
-    check_chunk_size(chunk_size)
+    return _energy_distance(x, y, check_chunk_size(chunk_size))
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _energy_distance(x, y, chunk_size):
     n, m = x.shape[0], y.shape[0]
     xy = _pairwise_sum(_safe_sqrt, x, y, chunk_size) / (n * m)
     xx = _pairwise_sum(_safe_sqrt, x, x, chunk_size) / (n * n)
@@ -109,18 +114,25 @@ def mmd(x, y, bandwidth=None, *, unbiased: bool = True, chunk_size: int | None =
     """
     x, y = _check_pair(x, y)
     check_chunk_size(chunk_size)
-    n, m = x.shape[0], y.shape[0]
-    if unbiased and min(n, m) < 2:
+    if unbiased and min(x.shape[0], y.shape[0]) < 2:
         raise ValueError("the unbiased MMD needs at least 2 samples in x and in y")
+    if bandwidth is not None:
+        bandwidth = jnp.asarray(bandwidth, x.dtype)
+        if bandwidth.shape != ():
+            raise ValueError(f"bandwidth must be a scalar, got shape {bandwidth.shape}")
+        if is_concrete(bandwidth) and not bool(bandwidth > 0):
+            raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
+    return _mmd(x, y, bandwidth, bool(unbiased), chunk_size)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _mmd(x, y, bandwidth, unbiased, chunk_size):
+    n, m = x.shape[0], y.shape[0]
     if bandwidth is None:
         # identical samples have a zero median distance: floor it so the kernel stays defined
         h = jnp.maximum(_median_bandwidth(x, y), jnp.finfo(x.dtype).tiny ** 0.25)
     else:
-        h = jnp.asarray(bandwidth, x.dtype)
-        if h.shape != ():
-            raise ValueError(f"bandwidth must be a scalar, got shape {h.shape}")
-        if is_concrete(h) and not bool(h > 0):
-            raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
+        h = bandwidth
 
     def kernel(sq):
         return jnp.exp(-sq / (2 * h * h))
@@ -163,8 +175,12 @@ def sliced_wasserstein(key, x, y, num_projections: int = 128, *, p: int = 2):
     """
     x, y = _check_pair(x, y)
     check_int("num_projections", num_projections, 1)
-    if p < 1:
-        raise ValueError(f"p must be >= 1, got {p}")
+    check_int("p", p, 1)
+    return _sliced_wasserstein(key, x, y, num_projections, p)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _sliced_wasserstein(key, x, y, num_projections, p):
     theta = jax.random.normal(key, (num_projections, x.shape[1]), x.dtype)
     theta = theta / jnp.linalg.norm(theta, axis=1, keepdims=True)
     levels = max(x.shape[0], y.shape[0])
