@@ -15,23 +15,24 @@ import argparse
 import importlib.util
 import sys
 import time
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harness import SIZES, device_facts  # noqa: E402
+from harness import SIZES, BenchTable, device_facts  # noqa: E402
 
 
-def discover() -> dict:
-    modules = {}
-    for path in sorted(HERE.glob("bench_*.py")):
-        name = path.stem.removeprefix("bench_")
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        modules[name] = module
-    return modules
+def discover() -> dict[str, Path]:
+    return {path.stem.removeprefix("bench_"): path for path in sorted(HERE.glob("bench_*.py"))}
+
+
+def load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv=None) -> int:
@@ -53,19 +54,27 @@ def main(argv=None) -> int:
         f"- size: {size}; times are medians after a warm-up call",
         "",
     ]
-    sections = []
+    sections, failed = [], []
     for name in args.only or sorted(modules):
         t0 = time.perf_counter()
         print(f"[bench] {name} ...", flush=True)
-        tables = modules[name].run(size)
+        # each module is guarded: one failure is reported and the others still run
+        try:
+            tables = load(name, modules[name]).run(size)
+        except Exception:  # noqa: BLE001 - reported in the table and the exit status
+            failed.append(name)
+            trace = traceback.format_exc()
+            print(trace, flush=True)
+            tables = [BenchTable(f"{name}: FAILED", [], notes=[trace.strip().splitlines()[-1]])]
         print(f"[bench] {name} done in {time.perf_counter() - t0:.1f}s", flush=True)
         for table in tables:
             text = table.to_markdown()
             print(text + "\n", flush=True)
             sections.append(text)
-    out.write_text("\n".join(header) + "\n" + "\n\n".join(sections) + "\n")
-    print(f"[bench] wrote {out}")
-    return 0
+        # written after every module, so a crash or a time limit keeps what ran
+        out.write_text("\n".join(header) + "\n" + "\n\n".join(sections) + "\n")
+    print(f"[bench] wrote {out}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
