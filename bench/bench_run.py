@@ -17,9 +17,8 @@ from jaxsample.targets import Gaussian
 
 
 def run(size: str) -> list[BenchTable]:
-    quick = size == "quick"  # "gpu" runs the full sizes until this bench defines its own
-    dim, num_chains = 10, (64 if quick else 256)
-    num_steps = 200 if quick else 2000
+    dim = 10
+    num_chains, num_steps = {"quick": (64, 200), "full": (256, 2000), "gpu": (16_384, 2000)}[size]
     target = Gaussian(jnp.zeros(dim), jnp.diag(jnp.linspace(0.5, 2.0, dim)))
     mala = blackjax.mala(target.logdensity, step_size=0.2)
     alg = jaxsample.SamplingAlgorithm(init=mala.init, step=mala.step)
