@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from contract import KEY
 from contract import gaussian_resolvent  # noqa: E402
+from contract import subset_leverage  # noqa: E402
 
 import jaxsample.core
 
 _MODULES = [
     gaussian_resolvent,
+    subset_leverage,
 ]
 
 REGISTRY = [entry for module in _MODULES for entry in module.ENTRIES]
