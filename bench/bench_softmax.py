@@ -38,7 +38,7 @@ def make_queries(key, b, d):
 
 def divergences(index, queries, variant):
     log_p = softmax.exact_log_probs(index, queries, temperature=TAU, chunk_size=4)
-    log_q = softmax.proposal_log_probs(index, queries, variant, temperature=TAU)
+    log_q = softmax.proposal_log_probs(index, queries, variant=variant, temperature=TAU)
     p = jnp.exp(log_p)
     tv = 0.5 * jnp.sum(jnp.abs(p - jnp.exp(log_q)), axis=1)
     kl = jnp.sum(jnp.where(p > 0, p * (log_p - log_q), 0.0), axis=1)
@@ -91,8 +91,8 @@ def case(n, num_time_queries, num_eval_queries, chunk, seed=0):
             if variant == "sd":
                 name += f" ({cov})"
             index = indices[cov]
-            t, _ = time_fn(softmax.sample, k_draw, index, queries, draws, variant=variant,
-                           temperature=TAU, chunk_size=chunk, repeats=9)
+            t, _ = time_fn(softmax.sample, k_draw, index, queries, num_samples=draws,
+                           variant=variant, temperature=TAU, chunk_size=chunk, repeats=9)
             if name not in quality:
                 quality[name] = divergences(index, eval_queries, variant)
             tv, kl = quality[name]
@@ -102,8 +102,10 @@ def case(n, num_time_queries, num_eval_queries, chunk, seed=0):
     stage = jax.jit(lambda q, variant: jax.vmap(
         lambda query: ks.cluster_logits(base.stats, query, variant, TAU))(q), static_argnums=1)
     calls = {
-        "2ls": lambda: softmax.sample(k_draw, base, queries, 1, variant="2ls", temperature=TAU),
-        "s": lambda: softmax.sample(k_draw, base, queries, 1, variant="s", temperature=TAU),
+        "2ls": lambda: softmax.sample(k_draw, base, queries, num_samples=1, variant="2ls",
+                                      temperature=TAU),
+        "s": lambda: softmax.sample(k_draw, base, queries, num_samples=1, variant="s",
+                                    temperature=TAU),
         "2ls logits": lambda: stage(queries, "2ls"),
         "s logits": lambda: stage(queries, "s"),
     }

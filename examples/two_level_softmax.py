@@ -64,7 +64,7 @@ def main(argv=None):
         jnp.exp(log_probs), index.cluster_ids, num_segments=index.num_clusters)
     exact = cluster_mass(softmax.exact_log_probs(index, query))
     for name, variant, cov in rules:
-        proposal = cluster_mass(softmax.proposal_log_probs(indices[cov], query, variant))
+        proposal = cluster_mass(softmax.proposal_log_probs(indices[cov], query, variant=variant))
         right.loglog(exact, proposal, ".", alpha=0.7, label=name)
     lims = [float(exact.min()) / 2, 1.0]
     right.plot(lims, lims, "k--", lw=1)

@@ -1,4 +1,4 @@
-"""Two-level softmax kernels: cluster statistics, cluster-logit rules and the two-stage draw.
+"""Two-level softmax kernels: k-means, cluster statistics, cluster-logit rules, the two-stage draw.
 
 The target is the softmax over N items, ``p(i) = exp(s_i) / Z`` with ``s_i = q·x_i / tau``. A
 two-level sampler draws a cluster ``c ~ softmax(l)`` and then an item from the exact softmax of the
@@ -22,8 +22,14 @@ Sampling, SPIGM @ ICML 2026):
 ``Sigma_c`` (population covariance, 1/n_c) is stored as ``diag(dispersion_diag_c) + F_c^T F_c``
 with ``F_c`` of shape ``(r, d)``: ``r = 0`` is the diagonal approximation, ``0 < r < d`` a top-r
 PCA with an isotropic residual, ``r = d`` the full covariance. Query time is
-``O(K (r + 1) d + m d)`` per draw for K clusters of at most m members, against ``O(N d)`` for the
-exact softmax.
+``O(K (r + 1) d + S m d)`` for S draws from K clusters of at most m members, against ``O(N d)``
+for the exact softmax.
+
+Both stages draw by inverse CDF (:func:`jaxsample.kernels.logspace.categorical`, one uniform per
+draw): ``jax.random.categorical`` spends one Gumbel per category, ``S (K + m)`` per query, which was
+most of the cost of a many-draw call.
+
+Inputs are valid: the public entry points (:mod:`jaxsample.softmax.two_level`) checked them.
 """
 
 from __future__ import annotations
@@ -33,23 +39,31 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import logsumexp
+
+from jaxsample.kernels.chunking import map_rows
+from jaxsample.kernels.logspace import categorical, segment_logsumexp
+from jaxsample.kernels.pairwise import sq_distances, sq_norms
 
 __all__ = [
+    "INITS",
     "VARIANTS",
     "ClusterStats",
+    "KMeansOutput",
     "cluster_logits",
     "cluster_members",
     "cluster_stats",
     "exact_log_partition",
     "exact_log_probs",
     "kmeans",
-    "two_level_log_probs_all",
+    "sampled_softmax_logits",
+    "split_clusters",
     "two_level_log_prob",
+    "two_level_log_probs_all",
     "two_level_sample",
 ]
 
 VARIANTS = ("2ls", "s", "sd")
+INITS = ("kmeans++", "random")
 
 
 class ClusterStats(NamedTuple):
@@ -72,52 +86,163 @@ class ClusterStats(NamedTuple):
     mask: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("num_clusters", "num_iters", "chunk_size"))
-def kmeans(key, points, num_clusters: int, num_iters: int = 20, chunk_size: int | None = None):
-    """Lloyd's k-means with a chunked assignment step; returns the cluster of every point.
+class KMeansOutput(NamedTuple):
+    """Result of :func:`kmeans` (arrays only).
 
-    Seeds with ``num_clusters`` distinct random points (Forgy), then alternates
-    ``c(i) = argmin_c |x_i - mu_c|^2`` (computed as ``argmin_c |mu_c|^2 - 2 x_i·mu_c``) and
-    ``mu_c = mean_{c(i)=c} x_i``; a cluster left empty keeps its previous centre. Hand-written
-    because ott-jax's ``k_means`` materialises the dense ``N x K`` cost matrix at every iteration
-    (4 GB at N = 10^6, K = 1000 in float32); here ``chunk_size`` points are assigned at a time.
+    Attributes:
+        centres: ``(K, d)`` the means of the returned partition (an empty cluster keeps its last
+            centre).
+        assignment: ``(N,)`` int32 cluster of every point, in ``[0, K)``.
+        objective: ``()`` ``sum_i |x_i - centre|^2`` of the last assignment step (to the centres
+            it was assigned to).
+        num_iterations: ``()`` int32 Lloyd iterations (or mini-batch steps) run.
+        converged: ``()`` bool, the stopping rule held before ``max_iterations``.
+    """
+
+    centres: jax.Array
+    assignment: jax.Array
+    objective: jax.Array
+    num_iterations: jax.Array
+    converged: jax.Array
+
+
+def _nearest(points, centres, origin, chunk_size):
+    """``(argmin_c |x_i - mu_c|^2, min_c |x_i - mu_c|^2)`` for every point, one matmul per chunk."""
+    centre_norms = sq_norms(centres - origin[None, :])
+
+    def block(rows):
+        dist = sq_distances(rows, centres, centre=origin, y_sq_norms=centre_norms)
+        ids = jnp.argmin(dist, axis=1).astype(jnp.int32)
+        return ids, jnp.take_along_axis(dist, ids[:, None], axis=1)[:, 0]
+
+    return map_rows(block, points, chunk_size=chunk_size)
+
+
+def _seed(key, points, num_clusters, init, origin):
+    """Initial centres: Forgy (``"random"``) or k-means++ D² seeding on a random subset."""
+    n, d = points.shape
+    subset_key, first_key, loop_key = jax.random.split(key, 3)
+    if init == "random":
+        return points[jax.random.choice(subset_key, n, (num_clusters,), replace=False)]
+    size = min(n, 8 * num_clusters)
+    subset = points if size == n else points[
+        jax.random.choice(subset_key, n, (size,), replace=False)]
+    first = subset[jax.random.randint(first_key, (), 0, size)]
+    centres = jnp.zeros((num_clusters, d), points.dtype).at[0].set(first)
+    dist = sq_distances(subset, first[None, :], centre=origin)[:, 0]
+
+    def pick(j, carry):
+        centres, dist = carry
+        # D² sampling; a subset with every point on a centre already falls back to uniform
+        log_w = jnp.where(jnp.sum(dist) > 0, jnp.log(dist), jnp.zeros_like(dist))
+        centre = subset[categorical(jax.random.fold_in(loop_key, j), log_w)]
+        dist = jnp.minimum(dist, sq_distances(subset, centre[None, :], centre=origin)[:, 0])
+        return centres.at[j].set(centre), dist
+
+    return jax.lax.fori_loop(1, num_clusters, pick, (centres, dist))[0]
+
+
+@functools.partial(jax.jit, static_argnames=("num_clusters", "init", "batch_size", "chunk_size"))
+def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
+           init: str = "kmeans++", batch_size: int | None = None,
+           chunk_size: int | None = None) -> KMeansOutput:
+    """k-means with chunked assignments: one matrix product per chunk of points.
+
+    Seeding: ``"kmeans++"`` (D² sampling, Arthur & Vassilvitskii 2007, on a uniform random subset
+    of ``min(N, 8K)`` points so that seeding costs ``O(8 K^2 d)``, not ``O(N K d)``) or
+    ``"random"`` (K distinct points, Forgy). Then either
+
+    - Lloyd (``batch_size=None``): ``c(i) = argmin_c |x_i - mu_c|^2`` for all points, then
+      ``mu_c = mean_{c(i) = c} x_i``; the objective ``J_t = sum_i min_c |x_i - mu_c|^2`` is
+      non-increasing; stops when ``J_{t-1} - J_t <= tolerance * J_t`` (converged) or after
+      ``max_iterations``; or
+    - mini-batch (Sculley 2010): each step assigns ``batch_size`` uniformly drawn points and moves
+      each centre to the running mean of every point ever assigned to it; stops when the mean
+      squared centre shift is ``<= tolerance`` times the data's mean squared distance to its mean,
+      or after ``max_iterations`` steps; a final full (chunked) assignment gives the partition.
+
+    Distances go through :func:`jaxsample.kernels.pairwise.sq_distances` (expanded form, centred
+    on the data mean) and :func:`jaxsample.kernels.chunking.map_rows` (``chunk_size`` points at a
+    time, so the ``N x K`` distance matrix never exists). Hand-written because ott-jax's
+    ``k_means`` materialises the dense ``N x K`` cost matrix at every iteration (16 GB at
+    N = 10^6, K = 4096 in float32). Inputs are valid (checked by the caller).
 
     Args:
-        key: PRNG key for the seeding.
+        key: PRNG key (seeding and mini-batches).
         points: ``(N, d)`` float array.
         num_clusters: K <= N, a Python int.
-        num_iters: Lloyd iterations, a Python int.
-        chunk_size: points per assignment chunk (None: all at once).
+        max_iterations: iteration cap (a traced int: changing it does not recompile).
+        tolerance: stopping tolerance (traced float).
+        init: ``"kmeans++"`` or ``"random"``.
+        batch_size: points per mini-batch step; None for full-batch Lloyd.
+        chunk_size: points per assignment chunk; None for all at once.
 
     Returns:
-        ``(N,)`` int32 cluster ids in ``[0, K)`` (some clusters may be empty).
+        :class:`KMeansOutput`.
 
     Example:
-        >>> import jax, jax.numpy as jnp
-        >>> x = jnp.array([[0.0], [0.1], [5.0], [5.1]])
-        >>> ids = kmeans(jax.random.key(0), x, 2)
-        >>> bool(ids[0] == ids[1]) and bool(ids[2] == ids[3]) and bool(ids[0] != ids[2])
-        True
+        >>> import jax
+        >>> x = jax.random.normal(jax.random.key(0), (1000, 8))
+        >>> out = kmeans(jax.random.key(1), x, 30, chunk_size=1024)
+        >>> out.centres.shape, out.assignment.shape, int(out.num_iterations) <= 20
+        ((30, 8), (1000,), True)
     """
-    n = points.shape[0]
-    centres = points[jax.random.choice(key, n, (num_clusters,), replace=False)]
+    with jax.named_scope("kmeans"):
+        n, d = points.shape
+        dtype = points.dtype
+        origin = jnp.mean(points, axis=0)
+        seed_key, batch_key = jax.random.split(key)
+        centres = _seed(seed_key, points, num_clusters, init, origin)
+        tol = jnp.asarray(tolerance, dtype)
+        cap = jnp.asarray(max_iterations, jnp.int32)
 
-    def assign(centres):
-        sq_norms = jnp.sum(centres * centres, axis=-1)
+        def sums_and_counts(x, ids):
+            sums = jax.ops.segment_sum(x, ids, num_segments=num_clusters)
+            counts = jax.ops.segment_sum(jnp.ones(x.shape[0], dtype), ids,
+                                         num_segments=num_clusters)
+            return sums, counts
 
-        def nearest(x):
-            return jnp.argmin(sq_norms - 2 * (centres @ x)).astype(jnp.int32)
+        if batch_size is None:
+            def lloyd(state):
+                it, centres, _, objective, _ = state
+                ids, dist = _nearest(points, centres, origin, chunk_size)
+                new_objective = jnp.sum(dist)
+                converged = objective - new_objective <= tol * new_objective
+                sums, counts = sums_and_counts(points, ids)
+                safe = jnp.maximum(counts, jnp.ones((), dtype))[:, None]
+                centres = jnp.where(counts[:, None] > 0, sums / safe, centres)
+                return it + 1, centres, ids, new_objective, converged
 
-        return jax.lax.map(nearest, points, batch_size=chunk_size or n)
+            state = (jnp.zeros((), jnp.int32), centres, jnp.zeros(n, jnp.int32),
+                     jnp.asarray(jnp.inf, dtype), jnp.zeros((), bool))
+            it, centres, ids, objective, converged = jax.lax.while_loop(
+                lambda s: (s[0] < cap) & ~s[4], lloyd, state)
+            return KMeansOutput(centres, ids, objective, it, converged)
 
-    def lloyd(_, centres):
-        ids = assign(centres)
-        sums = jax.ops.segment_sum(points, ids, num_segments=num_clusters)
-        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), ids, num_segments=num_clusters)
-        safe = jnp.maximum(counts, jnp.ones((), points.dtype))[:, None]
-        return jnp.where(counts[:, None] > 0, sums / safe, centres)
+        spread = jnp.mean(sq_norms(points - origin[None, :]))
 
-    return assign(jax.lax.fori_loop(0, num_iters, lloyd, centres))
+        def minibatch(state):
+            it, centres, counts, _ = state
+            rows = jax.random.randint(jax.random.fold_in(batch_key, it), (batch_size,), 0, n)
+            x = points[rows]
+            ids, _ = _nearest(x, centres, origin, chunk_size)
+            sums, batch_counts = sums_and_counts(x, ids)
+            counts = counts + batch_counts
+            safe = jnp.maximum(counts, jnp.ones((), dtype))[:, None]
+            new = centres + (sums - batch_counts[:, None] * centres) / safe
+            shift = jnp.mean(sq_norms(new - centres))
+            return it + 1, new, counts, shift <= tol * spread
+
+        state = (jnp.zeros((), jnp.int32), centres, jnp.zeros(num_clusters, dtype),
+                 jnp.zeros((), bool))
+        it, centres, _, converged = jax.lax.while_loop(
+            lambda s: (s[0] < cap) & ~s[3], minibatch, state)
+        ids, dist = _nearest(points, centres, origin, chunk_size)
+        return KMeansOutput(centres, ids, jnp.sum(dist), it, converged)
+
+
+def _sizes(cluster_ids, num_clusters):
+    return jnp.zeros(num_clusters, jnp.int32).at[cluster_ids].add(1)
 
 
 @functools.partial(jax.jit, static_argnames=("num_clusters", "max_cluster_size"))
@@ -142,7 +267,7 @@ def cluster_members(cluster_ids, num_clusters: int, max_cluster_size: int):
         ([[1, 0], [0, 2]], [[True, False], [True, True]])
     """
     cluster_ids = cluster_ids.astype(jnp.int32)
-    sizes = jnp.zeros(num_clusters, jnp.int32).at[cluster_ids].add(1)
+    sizes = _sizes(cluster_ids, num_clusters)
     starts = jnp.cumsum(sizes) - sizes
     order = jnp.argsort(cluster_ids, stable=True).astype(jnp.int32)
     sorted_ids = cluster_ids[order]
@@ -152,6 +277,41 @@ def cluster_members(cluster_ids, num_clusters: int, max_cluster_size: int):
     mask = jnp.zeros((num_clusters, max_cluster_size), bool)
     mask = mask.at[sorted_ids, ranks].set(True, mode="drop")
     return members, mask
+
+
+@functools.partial(jax.jit, static_argnames=("num_clusters", "max_cluster_size"))
+def split_clusters(cluster_ids, num_clusters: int, max_cluster_size: int):
+    """Splits every cluster into consecutive pieces of at most ``max_cluster_size`` members.
+
+    Members keep their item order; a cluster of ``n_c`` members becomes ``ceil(n_c / m)`` pieces.
+    Any partition keeps the two-level proposal exact in law (``log q`` is reported for the
+    pieces).
+
+    Args:
+        cluster_ids: ``(N,)`` integer ids in ``[0, num_clusters)``, every cluster non-empty.
+        num_clusters: K, a Python int.
+        max_cluster_size: m >= 1, a Python int.
+
+    Returns:
+        ``(new_ids, num_pieces)``: ``(N,)`` int32 ids in ``[0, num_pieces)`` and the ``()``
+        int32 total number of pieces.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> ids, total = split_clusters(jnp.array([0, 0, 0, 1]), 2, 2)
+        >>> ids.tolist(), int(total)
+        ([0, 0, 1, 2], 3)
+    """
+    cluster_ids = cluster_ids.astype(jnp.int32)
+    n = cluster_ids.shape[0]
+    sizes = _sizes(cluster_ids, num_clusters)
+    pieces = (sizes + max_cluster_size - 1) // max_cluster_size
+    offsets = jnp.cumsum(pieces) - pieces
+    order = jnp.argsort(cluster_ids, stable=True)
+    starts = jnp.cumsum(sizes) - sizes
+    ranks = jnp.zeros(n, jnp.int32).at[order].set(
+        jnp.arange(n, dtype=jnp.int32) - starts[cluster_ids[order]])
+    return (offsets[cluster_ids] + ranks // max_cluster_size).astype(jnp.int32), jnp.sum(pieces)
 
 
 @functools.partial(
@@ -174,9 +334,9 @@ def cluster_stats(
     isotropic residual ``rho_c = (tr Sigma_c - sum_{k<=r} w_k) / (d - r)``:
     ``Sigma_c ~ rho_c I + sum_{k<=r} (w_k - rho_c) u_k u_k^T``, stored as
     ``dispersion_diag = rho_c`` and ``dispersion_factors = sqrt(w_k - rho_c) u_k``. ``rank = d`` is
-    the exact covariance. Covariances are built ``chunk_size`` clusters at a time (all at once if
-    None), so at most ``chunk_size * m * d`` gathered members and ``chunk_size * d^2`` covariance
-    entries exist at once.
+    the exact covariance. Covariances are built a block of clusters at a time through
+    :func:`jaxsample.kernels.chunking.map_rows`: ``max(1, chunk_size // m)`` clusters, so about
+    ``chunk_size`` gathered items (``chunk_size * d`` floats) are in flight; all at once if None.
 
     Args:
         embeddings: ``(N, d)`` float item table.
@@ -184,53 +344,56 @@ def cluster_stats(
         num_clusters: K, a Python int.
         max_cluster_size: m, a Python int ``>=`` the largest cluster size.
         rank: r in ``[0, d]``, a Python int; 0 keeps the diagonal of ``Sigma_c``.
-        chunk_size: clusters per chunk for ``rank > 0``.
+        chunk_size: items per chunk for ``rank > 0`` (rounded to whole clusters).
 
     Returns:
         :class:`ClusterStats` in the dtype of ``embeddings``.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> x = jnp.array([[0.0, 0.0], [2.0, 0.0], [5.0, 5.0]])
-        >>> stats = cluster_stats(x, jnp.array([0, 0, 1]), 2, 2)
-        >>> stats.mean.tolist(), stats.dispersion_diag.tolist()
-        ([[1.0, 0.0], [5.0, 5.0]], [[1.0, 0.0], [0.0, 0.0]])
+        >>> stats = cluster_stats(jnp.array([[0.0], [1.0], [2.0]]), jnp.array([0, 0, 1]), 2, 2)
+        >>> stats.mean.tolist(), stats.dispersion_diag.tolist(), stats.members.tolist()
+        ([[0.5], [2.0]], [[0.25], [0.0]], [[0, 1], [2, 0]])
     """
-    n, d = embeddings.shape
-    dtype = embeddings.dtype
-    cluster_ids = cluster_ids.astype(jnp.int32)
-    sizes = jax.ops.segment_sum(jnp.ones(n, dtype), cluster_ids, num_segments=num_clusters)
-    safe_sizes = jnp.maximum(sizes, jnp.ones((), dtype))[:, None]
-    mean = jax.ops.segment_sum(embeddings, cluster_ids, num_segments=num_clusters) / safe_sizes
-    log_size = jnp.where(sizes > 0, jnp.log(safe_sizes[:, 0]), -jnp.inf).astype(dtype)
-    members, mask = cluster_members(cluster_ids, num_clusters, max_cluster_size)
+    with jax.named_scope("cluster_stats"):
+        n, d = embeddings.shape
+        dtype = embeddings.dtype
+        cluster_ids = cluster_ids.astype(jnp.int32)
+        sizes = jax.ops.segment_sum(jnp.ones(n, dtype), cluster_ids, num_segments=num_clusters)
+        safe_sizes = jnp.maximum(sizes, jnp.ones((), dtype))[:, None]
+        mean = jax.ops.segment_sum(embeddings, cluster_ids, num_segments=num_clusters) / safe_sizes
+        log_size = jnp.where(sizes > 0, jnp.log(safe_sizes[:, 0]), -jnp.inf).astype(dtype)
+        members, mask = cluster_members(cluster_ids, num_clusters, max_cluster_size)
 
-    if rank == 0:
-        centred = embeddings - mean[cluster_ids]
-        diag = jax.ops.segment_sum(centred * centred, cluster_ids, num_segments=num_clusters)
-        diag = diag / safe_sizes
-        factors = jnp.zeros((num_clusters, 0, d), dtype)
-    else:
+        if rank == 0:
+            centred = embeddings - mean[cluster_ids]
+            diag = jax.ops.segment_sum(centred * centred, cluster_ids, num_segments=num_clusters)
+            diag = diag / safe_sizes
+            factors = jnp.zeros((num_clusters, 0, d), dtype)
+        else:
 
-        def low_rank(args):
-            ids, member_mask, centre, size = args
-            centred = jnp.where(member_mask[:, None], embeddings[ids] - centre[None, :], 0)
-            cov = centred.T @ centred / size
-            eigvals, eigvecs = jnp.linalg.eigh(cov)  # ascending
-            top_vals = jnp.maximum(eigvals[d - rank :], 0)
-            top_vecs = eigvecs[:, d - rank :]
-            if rank < d:
-                resid = jnp.maximum(jnp.trace(cov) - jnp.sum(top_vals), 0) / (d - rank)
-            else:
-                resid = jnp.zeros((), dtype)
-            scales = jnp.sqrt(jnp.maximum(top_vals - resid, 0))
-            return jnp.full((d,), resid, dtype), (top_vecs * scales[None, :]).T
+            def low_rank(ids, member_mask, centre, size):
+                centred = jnp.where(member_mask[..., None], embeddings[ids] - centre[:, None, :],
+                                    0)
+                cov = jnp.einsum("cmi,cmj->cij", centred, centred) / size[:, None, None]
+                eigvals, eigvecs = jnp.linalg.eigh(cov)  # ascending
+                top_vals = jnp.maximum(eigvals[:, d - rank:], 0)
+                top_vecs = eigvecs[:, :, d - rank:]
+                if rank < d:
+                    trace = jnp.trace(cov, axis1=1, axis2=2)
+                    resid = jnp.maximum(trace - jnp.sum(top_vals, axis=1), 0) / (d - rank)
+                else:
+                    resid = jnp.zeros(ids.shape[:1], dtype)
+                scales = jnp.sqrt(jnp.maximum(top_vals - resid[:, None], 0))
+                diag = jnp.broadcast_to(resid[:, None], (ids.shape[0], d))
+                return diag, jnp.swapaxes(top_vecs * scales[:, None, :], 1, 2)
 
-        diag, factors = jax.lax.map(
-            low_rank, (members, mask, mean, safe_sizes[:, 0]),
-            batch_size=chunk_size or num_clusters,
-        )
-    return ClusterStats(log_size, mean, diag.astype(dtype), factors.astype(dtype), members, mask)
+            clusters_per_chunk = None if chunk_size is None else max(
+                1, chunk_size // max_cluster_size)
+            diag, factors = map_rows(low_rank, members, mask, mean, safe_sizes[:, 0],
+                                     chunk_size=clusters_per_chunk)
+        return ClusterStats(log_size, mean, diag.astype(dtype), factors.astype(dtype), members,
+                            mask)
 
 
 @functools.partial(jax.jit, static_argnames=("variant",))
@@ -252,21 +415,21 @@ def cluster_logits(stats: ClusterStats, query, variant: str, temperature):
 
     Example:
         >>> import jax.numpy as jnp
-        >>> stats = cluster_stats(jnp.array([[0.0], [2.0], [5.0]]), jnp.array([0, 0, 1]), 2, 2)
+        >>> stats = cluster_stats(jnp.array([[0.0], [1.0], [2.0]]), jnp.array([0, 0, 1]), 2, 2)
         >>> [round(float(v), 3) for v in cluster_logits(stats, jnp.array([1.0]), "s", 1.0)]
-        [1.693, 5.0]
+        [1.193, 2.0]
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    tau = jnp.asarray(temperature, query.dtype)
-    logits = stats.mean @ query / tau
-    if variant in ("s", "sd"):
-        logits = logits + stats.log_size
-    if variant == "sd":
-        projected = stats.dispersion_factors @ query
-        quad = stats.dispersion_diag @ (query * query) + jnp.sum(projected * projected, axis=-1)
-        logits = logits + 0.5 * quad / (tau * tau)
-    return jnp.where(jnp.isneginf(stats.log_size), -jnp.inf, logits)
+    with jax.named_scope("cluster_logits"):
+        tau = jnp.asarray(temperature, query.dtype)
+        logits = stats.mean @ query / tau
+        if variant in ("s", "sd"):
+            logits = logits + stats.log_size
+        if variant == "sd":
+            projected = stats.dispersion_factors @ query
+            quad = stats.dispersion_diag @ (query * query) + jnp.sum(projected * projected,
+                                                                     axis=-1)
+            logits = logits + 0.5 * quad / (tau * tau)
+        return jnp.where(jnp.isneginf(stats.log_size), -jnp.inf, logits)
 
 
 def _member_logits(members, mask, embeddings, query, tau):
@@ -276,17 +439,20 @@ def _member_logits(members, mask, embeddings, query, tau):
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples",))
-def two_level_sample(key, logits, members, mask, embeddings, query, temperature, num_samples: int):
+def two_level_sample(key, stats: ClusterStats, logits, embeddings, query, temperature,
+                     num_samples: int):
     """Draws ``num_samples`` items for one query: a cluster ``c ~ softmax(logits)``, then an item.
 
-    The item step is the exact softmax over the members of ``c``; its log-sum-exp is ``log Z_c``, so
-    the proposal ``log q(i) = log_softmax(logits)_c + s_i - log Z_c`` comes at no extra cost. Each
-    draw gathers its cluster's ``m`` members: ``O(num_samples * m * d)`` plus ``O(K)``.
+    Both stages draw by inverse CDF, one uniform per draw
+    (:func:`jaxsample.kernels.logspace.categorical`). The item step is the exact softmax over
+    the members of ``c``; its log-sum-exp is ``log Z_c``, so the proposal
+    ``log q(i) = log_softmax(logits)_c + s_i - log Z_c`` comes at no extra cost. Each draw reads its
+    cluster's ``m`` member slots: ``O(num_samples * m * d)`` plus ``O(K)``.
 
     Args:
         key: a PRNG key.
+        stats: :class:`ClusterStats` (its ``members`` and ``mask`` are used).
         logits: ``(K,)`` cluster logits (any rule, e.g. :func:`cluster_logits`).
-        members: ``(K, m)`` int32 member table; ``mask``: ``(K, m)`` bool.
         embeddings: ``(N, d)`` item table.
         query: ``(d,)`` query; ``temperature``: positive scalar tau.
         num_samples: S, a Python int (draws are independent, with replacement).
@@ -298,34 +464,43 @@ def two_level_sample(key, logits, members, mask, embeddings, query, temperature,
         >>> import jax, jax.numpy as jnp
         >>> x = jnp.array([[0.0], [1.0], [2.0]])
         >>> stats = cluster_stats(x, jnp.array([0, 0, 1]), 2, 2)
-        >>> logits = cluster_logits(stats, jnp.array([1.0]), "sd", 1.0)
-        >>> items, log_q = two_level_sample(jax.random.key(0), logits, stats.members,
-        ...                                 stats.mask, x, jnp.array([1.0]), 1.0, 4)
+        >>> logits = cluster_logits(stats, jnp.array([1.0]), "s", 1.0)
+        >>> items, log_q = two_level_sample(jax.random.key(0), stats, logits, x,
+        ...                                 jnp.array([1.0]), 1.0, 4)
         >>> items.shape, log_q.shape
         ((4,), (4,))
     """
-    tau = jnp.asarray(temperature, query.dtype)
-    cluster_key, item_key = jax.random.split(key)
-    clusters = jax.random.categorical(cluster_key, logits, shape=(num_samples,))
-    ids = members[clusters]
-    item_logits = _member_logits(ids, mask[clusters], embeddings, query, tau)
-    picks = jax.random.categorical(item_key, item_logits, axis=-1)
-    picked_logit = jnp.take_along_axis(item_logits, picks[:, None], axis=-1)[:, 0]
-    log_q = (
-        jax.nn.log_softmax(logits)[clusters] + picked_logit - logsumexp(item_logits, axis=-1)
-    )
-    return jnp.take_along_axis(ids, picks[:, None], axis=-1)[:, 0], log_q
+    with jax.named_scope("two_level_sample"):
+        tau = jnp.asarray(temperature, query.dtype)
+        cluster_key, item_key = jax.random.split(key)
+        clusters = categorical(cluster_key, logits, (num_samples,))
+        ids = stats.members[clusters]
+        item_logits = _member_logits(ids, stats.mask[clusters], embeddings, query, tau)
+        picks = categorical(item_key, item_logits)
+        picked_logit = jnp.take_along_axis(item_logits, picks[:, None], axis=-1)[:, 0]
+        log_q = (jax.nn.log_softmax(logits)[clusters] + picked_logit
+                 - jax.nn.logsumexp(item_logits, axis=-1))
+        return jnp.take_along_axis(ids, picks[:, None], axis=-1)[:, 0], log_q
 
 
 @jax.jit
-def two_level_log_prob(logits, members, mask, cluster_ids, embeddings, query, items, temperature):
+def two_level_log_prob(stats: ClusterStats, logits, cluster_ids, embeddings, query, items,
+                       temperature):
     """Proposal log-probabilities ``log q(i)`` of arbitrary items for one query.
 
-    ``log q(i) = log_softmax(logits)_{c(i)} + s_i - log Z_{c(i)}``, where ``log Z_{c(i)}`` is the
-    log-sum-exp over the item's own cluster (``O(m d)`` per item).
+    ``log q(i) = log_softmax(logits)_{c(i)} + s_i - log Z_{c(i)}``. The cluster normalisers
+    ``log Z_c`` come one of two ways, picked from the shapes (S requested items, N items, m member
+    slots, d dimensions):
+
+    - ``S m d <= N``: from the members of each requested item's cluster, ``O(S m d)`` work and
+      memory (at most N floats); the cheap path for a few items per query (a sampled-softmax
+      target);
+    - otherwise: from all N scores at once, ``s = X q / tau`` (one matrix-vector product) and one
+      segment log-sum-exp (:func:`jaxsample.kernels.logspace.segment_logsumexp`), ``O(N d)``
+      work and ``O(N + K + S)`` memory, however many items are asked for.
 
     Args:
-        logits: ``(K,)`` cluster logits; ``members``, ``mask``: ``(K, m)`` member table.
+        stats: :class:`ClusterStats`; ``logits``: ``(K,)`` cluster logits.
         cluster_ids: ``(N,)`` cluster of each item.
         embeddings: ``(N, d)``; ``query``: ``(d,)``; ``items``: ``(S,)`` int item ids.
         temperature: positive scalar tau.
@@ -339,25 +514,31 @@ def two_level_log_prob(logits, members, mask, cluster_ids, embeddings, query, it
         >>> stats = cluster_stats(x, ids, 2, 2)
         >>> q = jnp.array([1.0])
         >>> logits = cluster_logits(stats, q, "s", 1.0)
-        >>> lq = two_level_log_prob(logits, stats.members, stats.mask, ids, x, q,
-        ...                         jnp.arange(3), 1.0)
-        >>> float(jnp.exp(lq).sum())  # doctest: +ELLIPSIS
-        1.0...
+        >>> lq = two_level_log_prob(stats, logits, ids, x, q, jnp.arange(3), 1.0)
+        >>> round(float(jnp.exp(lq).sum()), 5)
+        1.0
     """
-    tau = jnp.asarray(temperature, query.dtype)
-    clusters = cluster_ids[items]
-    item_logits = _member_logits(members[clusters], mask[clusters], embeddings, query, tau)
-    scores = embeddings[items] @ query / tau
-    return jax.nn.log_softmax(logits)[clusters] + scores - logsumexp(item_logits, axis=-1)
+    with jax.named_scope("two_level_log_prob"):
+        tau = jnp.asarray(temperature, query.dtype)
+        (n, d), width = embeddings.shape, stats.members.shape[1]
+        clusters = cluster_ids[items]
+        log_cluster = jax.nn.log_softmax(logits)[clusters]
+        if items.shape[0] * width * d <= n:
+            member_logits = _member_logits(stats.members[clusters], stats.mask[clusters],
+                                           embeddings, query, tau)
+            scores = embeddings[items] @ query / tau
+            return log_cluster + scores - jax.nn.logsumexp(member_logits, axis=-1)
+        scores = embeddings @ query / tau
+        log_mass = segment_logsumexp(scores, cluster_ids, logits.shape[0])
+        return log_cluster + scores[items] - log_mass[clusters]
 
 
 @jax.jit
 def two_level_log_probs_all(logits, cluster_ids, embeddings, query, temperature):
     """Proposal log-probabilities of all N items for one query, in ``O(N d)``.
 
-    The full enumeration of :func:`two_level_log_prob` (which costs ``O(m d)`` per item): every
-    ``log Z_c`` comes from one segment log-sum-exp over the N scores. For diagnostics (TV, KL to
-    the exact softmax) and tests, not for sampling.
+    Every ``log Z_c`` comes from one segment log-sum-exp over the N scores. For diagnostics (TV,
+    KL to the exact softmax) and tests, not for sampling.
 
     Args:
         logits: ``(K,)`` cluster logits; ``cluster_ids``: ``(N,)``.
@@ -368,58 +549,42 @@ def two_level_log_probs_all(logits, cluster_ids, embeddings, query, temperature)
 
     Example:
         >>> import jax.numpy as jnp
-        >>> lq = two_level_log_probs_all(jnp.zeros(2), jnp.array([0, 0, 1]), jnp.zeros((3, 1)),
-        ...                              jnp.ones(1), 1.0)
-        >>> [round(float(v), 4) for v in jnp.exp(lq)]
-        [0.25, 0.25, 0.5]
+        >>> x = jnp.array([[0.0], [1.0], [2.0]])
+        >>> lq = two_level_log_probs_all(jnp.zeros(2), jnp.array([0, 0, 1]), x, jnp.ones(1), 1.0)
+        >>> [round(float(v), 4) for v in jnp.exp(lq)]  # clusters 1/2 each, exact inside
+        [0.1345, 0.3655, 0.5]
     """
-    tau = jnp.asarray(temperature, query.dtype)
-    num_clusters = logits.shape[0]
-    scores = embeddings @ query / tau
-    peak = jax.ops.segment_max(scores, cluster_ids, num_segments=num_clusters)
-    peak = jnp.where(jnp.isfinite(peak), peak, 0)
-    mass = jax.ops.segment_sum(jnp.exp(scores - peak[cluster_ids]), cluster_ids,
-                               num_segments=num_clusters)
-    log_cluster_mass = peak + jnp.log(mass)
-    return jax.nn.log_softmax(logits)[cluster_ids] + scores - log_cluster_mass[cluster_ids]
+    with jax.named_scope("two_level_log_probs_all"):
+        tau = jnp.asarray(temperature, query.dtype)
+        scores = embeddings @ query / tau
+        log_mass = segment_logsumexp(scores, cluster_ids, logits.shape[0])
+        return jax.nn.log_softmax(logits)[cluster_ids] + scores - log_mass[cluster_ids]
 
 
 @functools.partial(jax.jit, static_argnames=("chunk_size",))
 def exact_log_partition(embeddings, queries, temperature, chunk_size: int | None = None):
-    """``log Z = logsumexp_i q·x_i / tau`` for a batch of queries, streaming over items.
+    """``log Z = logsumexp_i q·x_i / tau`` for a batch of queries.
 
-    With ``chunk_size`` (items per chunk) a ``lax.scan`` keeps a running log-sum-exp, so no
-    ``(B, N)`` logit matrix is ever materialised; None computes it densely.
+    ``chunk_size`` queries at a time (:func:`jaxsample.kernels.chunking.map_rows`): at most
+    ``chunk_size x N`` logits exist at once; None computes the ``(B, N)`` logits densely.
 
     Args:
         embeddings: ``(N, d)``; ``queries``: ``(B, d)``; ``temperature``: positive scalar.
-        chunk_size: items per chunk, or None.
+        chunk_size: queries per chunk, or None.
 
     Returns:
         ``(B,)`` log partition functions.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> x, q = jnp.zeros((5, 2)), jnp.ones((1, 2))
-        >>> round(float(exact_log_partition(x, q, 1.0, chunk_size=2)[0]), 4)  # log 5
-        1.6094
+        >>> x = jnp.array([[0.0], [1.0], [2.0]])
+        >>> [round(float(v), 4) for v in exact_log_partition(x, jnp.ones((1, 1)), 1.0)]
+        [2.4076]
     """
-    tau = jnp.asarray(temperature, queries.dtype)
-    n, d = embeddings.shape
-    if chunk_size is None or chunk_size >= n:
-        return logsumexp(queries @ embeddings.T / tau, axis=-1)
-    num_chunks = -(-n // chunk_size)
-    pad = num_chunks * chunk_size - n
-    blocks = jnp.pad(embeddings, ((0, pad), (0, 0))).reshape(num_chunks, chunk_size, d)
-    valid = (jnp.arange(num_chunks * chunk_size) < n).reshape(num_chunks, chunk_size)
-
-    def body(running, block):
-        x, keep = block
-        block_lse = logsumexp(jnp.where(keep[None, :], queries @ x.T / tau, -jnp.inf), axis=-1)
-        return jnp.logaddexp(running, block_lse), None
-
-    init = jnp.full(queries.shape[:1], -jnp.inf, queries.dtype)
-    return jax.lax.scan(body, init, (blocks, valid))[0]
+    with jax.named_scope("exact_log_partition"):
+        tau = jnp.asarray(temperature, queries.dtype)
+        return map_rows(lambda q: jax.nn.logsumexp(q @ embeddings.T / tau, axis=-1), queries,
+                        chunk_size=chunk_size)
 
 
 @functools.partial(jax.jit, static_argnames=("chunk_size",))
@@ -427,7 +592,7 @@ def exact_log_probs(embeddings, queries, temperature, chunk_size: int | None = N
     """The exact softmax ``log p(i) = s_i - log Z`` of every item for a batch of queries.
 
     The ``(B, N)`` result is the output, so it is materialised; ``chunk_size`` (queries per chunk,
-    via ``lax.map``) bounds the intermediate work to one chunk of rows at a time.
+    :func:`jaxsample.kernels.chunking.map_rows`) bounds the intermediate work to one block.
 
     Args:
         embeddings: ``(N, d)``; ``queries``: ``(B, d)``; ``temperature``: positive scalar.
@@ -438,12 +603,49 @@ def exact_log_probs(embeddings, queries, temperature, chunk_size: int | None = N
 
     Example:
         >>> import jax.numpy as jnp
-        >>> exact_log_probs(jnp.zeros((4, 2)), jnp.ones((3, 2)), 1.0).shape
-        (3, 4)
+        >>> x = jnp.array([[0.0], [1.0], [2.0]])
+        >>> [round(float(v), 4) for v in jnp.exp(exact_log_probs(x, jnp.ones((1, 1)), 1.0)[0])]
+        [0.09, 0.2447, 0.6652]
     """
-    tau = jnp.asarray(temperature, queries.dtype)
+    with jax.named_scope("exact_log_probs"):
+        tau = jnp.asarray(temperature, queries.dtype)
+        return map_rows(lambda q: jax.nn.log_softmax(q @ embeddings.T / tau, axis=-1), queries,
+                        chunk_size=chunk_size)
 
-    def rows(query):
-        return jax.nn.log_softmax(embeddings @ query / tau)
 
-    return jax.lax.map(rows, queries, batch_size=chunk_size or queries.shape[0])
+def sampled_softmax_logits(target_logits, sampled_logits, sampled_log_q, targets, sampled):
+    """Corrected logits of a sampled-softmax loss, target first (its label is 0).
+
+    For a target ``y`` and S negatives ``j_1..j_S`` drawn i.i.d. from a proposal q (any
+    sampler that reports ``log q``), the logits are (Bengio & Senecal 2008; Jean et al. 2015;
+    Blanc & Rendle 2018; "accidental hits" removed as in TensorFlow's ``sampled_softmax_loss``)
+
+        o_0 = s_y,    o_k = s_{j_k} - log(S q(j_k))  (-inf where j_k = y),
+
+    so ``sum_k exp(o_k)`` for ``k >= 1`` is an unbiased estimate of ``Z - exp(s_y)`` and the
+    softmax cross-entropy of ``o`` at label 0 estimates ``-s_y + log Z`` consistently: its
+    gradient tends to the full softmax gradient as S grows. ``log q`` carries no gradient.
+
+    Args:
+        target_logits: ``(...,)`` ``s_y``.
+        sampled_logits: ``(..., S)`` ``s_j`` of the drawn items.
+        sampled_log_q: ``(..., S)`` their proposal log-probabilities.
+        targets: ``(...,)`` int target ids; ``sampled``: ``(..., S)`` int drawn ids.
+
+    Returns:
+        ``(..., 1 + S)`` logits in the dtype of ``sampled_logits``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> o = sampled_softmax_logits(jnp.array(1.0), jnp.array([0.0, 1.0]),
+        ...                            jnp.log(jnp.array([0.5, 0.5])), jnp.array(3),
+        ...                            jnp.array([2, 3]))
+        >>> o.tolist()
+        [1.0, 0.0, -inf]
+    """
+    num_samples = sampled_logits.shape[-1]
+    correction = jax.lax.stop_gradient(sampled_log_q) + jnp.log(
+        jnp.asarray(num_samples, sampled_logits.dtype))
+    hits = sampled == targets[..., None].astype(sampled.dtype)
+    corrected = jnp.where(hits, -jnp.inf, sampled_logits - correction)
+    return jnp.concatenate([target_logits[..., None].astype(corrected.dtype), corrected], axis=-1)

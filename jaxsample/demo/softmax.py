@@ -51,7 +51,8 @@ def clustered_embeddings(key, num_items: int, dim: int, num_clusters: int | None
 def total_variation(index, queries, variant, temperature=1.0):
     """Exact TV(p, q) per query by enumeration over all N items."""
     p = jnp.exp(softmax.exact_log_probs(index, queries, temperature=temperature))
-    q = jnp.exp(softmax.proposal_log_probs(index, queries, variant, temperature=temperature))
+    q = jnp.exp(softmax.proposal_log_probs(index, queries, variant=variant,
+                                           temperature=temperature))
     return 0.5 * jnp.sum(jnp.abs(p - q), axis=-1)
 
 
@@ -73,8 +74,8 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     exact_f = jnp.exp(softmax.exact_log_probs(index, queries)) @ f
     rows = []
     for variant in softmax.VARIANTS:
-        items, log_q = softmax.sample(k_draw, index, queries, 2000, variant=variant)
-        log_w = softmax.log_importance_weights(index, queries, items, log_q)
+        items, info = softmax.sample(k_draw, index, queries, num_samples=2000, variant=variant)
+        log_w = softmax.log_importance_weights(index, queries, items, info.log_q)
         plain = jnp.mean(f[items], axis=1)
         weighted = jnp.sum(jax.nn.softmax(log_w, axis=1) * f[items], axis=1)
         rows.append([_NAMES[variant], tv[variant][2],

@@ -2,10 +2,37 @@
 
 - :mod:`jaxsample.softmax.two_level` — two-level softmax sampling (2LS, S-2LS, SD-2LS):
   ``build_index`` then ``sample(key, index, queries, *, num_samples=...) -> (items, info)``.
+- :mod:`jaxsample.softmax.baselines` — the exact softmax draw a user would otherwise pick.
 """
 
 from jaxsample.softmax import two_level as two_level
-from jaxsample.softmax.two_level import *  # noqa: F403  (the family's one method, re-exported)
-from jaxsample.softmax.two_level import __all__ as _method_names
+from jaxsample.softmax.two_level import INITS as INITS
+from jaxsample.softmax.two_level import VARIANTS as VARIANTS
+from jaxsample.softmax.two_level import IndexInfo as IndexInfo
+from jaxsample.softmax.two_level import SampleInfo as SampleInfo
+from jaxsample.softmax.two_level import SoftmaxIndex as SoftmaxIndex
+from jaxsample.softmax.two_level import build_index as build_index
+from jaxsample.softmax.two_level import exact_log_probs as exact_log_probs
+from jaxsample.softmax.two_level import log_importance_weights as log_importance_weights
+from jaxsample.softmax.two_level import log_partition as log_partition
+from jaxsample.softmax.two_level import log_prob as log_prob
+from jaxsample.softmax.two_level import proposal_log_probs as proposal_log_probs
+from jaxsample.softmax.two_level import sample as sample
+from jaxsample.softmax.two_level import sampled_softmax_logits as sampled_softmax_logits
 
-__all__ = ["two_level", *_method_names]
+__all__ = [
+    "INITS",
+    "VARIANTS",
+    "IndexInfo",
+    "SampleInfo",
+    "SoftmaxIndex",
+    "build_index",
+    "exact_log_probs",
+    "log_importance_weights",
+    "log_partition",
+    "log_prob",
+    "proposal_log_probs",
+    "sample",
+    "sampled_softmax_logits",
+    "two_level",
+]

@@ -1,17 +1,19 @@
 """Two-level softmax sampling over large item tables: 2LS, S-2LS and SD-2LS.
 
 Sampling item ``i`` with probability ``p(i) = exp(s_i) / Z``, ``s_i = q·x_i / tau``, costs all N
-logits per query. Two-level sampling clusters the items once (:func:`build_index`), then per query
-draws a cluster by a cheap cluster logit and an item from the exact softmax inside it
-(:func:`sample`). The cluster logit rules (Size- and Dispersion-Corrected Two-Level Softmax
-Sampling, SPIGM @ ICML 2026) approximate the exact cluster mass
+logits per query. Two-level sampling clusters the items once (:func:`build_index`, chunked
+k-means), then per query draws a cluster by a cheap cluster logit and an item from the exact
+softmax inside it (:func:`sample`), both by inverse CDF. The cluster logit rules (Size- and
+Dispersion-Corrected Two-Level Softmax Sampling, SPIGM @ ICML 2026) approximate the exact cluster
+mass
 
     log Z_c = log n_c + q·mu_c / tau + log mean_{i in c} exp(s_i - q·mu_c / tau)
 
 by ``q·mu_c / tau`` (``"2ls"``), ``+ log n_c`` (``"s"``) and ``+ q^T Sigma_c q / (2 tau^2)``
-(``"sd"``). Every draw comes with its exact proposal log-probability ``log q(i)``, so the bias that
-remains is removed by the importance weights ``w(i) = exp(s_i - log q(i))``
-(:func:`log_importance_weights`), which are also the corrected logits of sampled-softmax training.
+(``"sd"``). Every draw comes with its exact proposal log-probability ``log q(i)`` (``info.log_q``),
+so the bias that remains is removed by the importance weights ``w(i) = exp(s_i - log q(i))``
+(:func:`log_importance_weights`); :func:`sampled_softmax_logits` turns draws into the corrected
+logits of a sampled-softmax loss.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -19,9 +21,9 @@ Example:
     >>> items = jax.random.normal(jax.random.key(0), (1000, 8))
     >>> index = softmax.build_index(items, num_clusters=30, key=jax.random.key(1))
     >>> queries = jax.random.normal(jax.random.key(2), (5, 8))
-    >>> ids, log_q = softmax.sample(jax.random.key(3), index, queries, 16, variant="sd")
-    >>> ids.shape, log_q.shape
-    ((5, 16), (5, 16))
+    >>> ids, info = softmax.sample(jax.random.key(3), index, queries, num_samples=16)
+    >>> ids.shape, info.log_q.shape, info.nonfinite.tolist()
+    ((5, 16), (5, 16), [False, False, False, False, False])
 """
 
 from __future__ import annotations
@@ -34,12 +36,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_chunk_size, check_int
+from jaxsample._checks import (
+    check_array,
+    check_choice,
+    check_chunk_size,
+    check_hyperparameter,
+    check_int,
+    check_key,
+    check_number,
+    is_concrete,
+)
 from jaxsample.kernels import softmax as kernel
-from jaxsample.kernels.softmax import VARIANTS, ClusterStats
+from jaxsample.kernels.chunking import map_rows
+from jaxsample.kernels.softmax import INITS, VARIANTS, ClusterStats
 
 __all__ = [
+    "INITS",
     "VARIANTS",
+    "IndexInfo",
+    "SampleInfo",
     "SoftmaxIndex",
     "build_index",
     "exact_log_probs",
@@ -48,7 +63,39 @@ __all__ = [
     "log_prob",
     "proposal_log_probs",
     "sample",
+    "sampled_softmax_logits",
 ]
+
+
+class IndexInfo(NamedTuple):
+    """How an index was built (arrays only).
+
+    Attributes:
+        num_iterations: ``()`` int32 k-means iterations run (0 when ``cluster_ids`` were given).
+        converged: ``()`` bool, k-means met its tolerance (True when ``cluster_ids`` were given).
+        objective: ``()`` within-cluster sum of squares ``sum_i |x_i - mu_{c(i)}|^2`` of the
+            final clusters (after any split).
+        nonfinite: ``()`` bool, a cluster statistic is NaN or infinite.
+    """
+
+    num_iterations: jax.Array
+    converged: jax.Array
+    objective: jax.Array
+    nonfinite: jax.Array
+
+
+class SampleInfo(NamedTuple):
+    """What :func:`sample` reports with its draws.
+
+    Attributes:
+        log_q: ``(B, S)`` exact proposal log-probabilities of the drawn items (``(S,)`` for one
+            query).
+        nonfinite: ``(B,)`` bool (``()`` for one query): the query or a ``log_q`` is NaN or
+            infinite; the draws of that query are then meaningless (valid ids, no law).
+    """
+
+    log_q: jax.Array
+    nonfinite: jax.Array
 
 
 class SoftmaxIndex(NamedTuple):
@@ -58,11 +105,13 @@ class SoftmaxIndex(NamedTuple):
         embeddings: ``(N, d)`` item table.
         cluster_ids: ``(N,)`` int32 cluster of each item, every cluster non-empty.
         stats: :class:`jaxsample.kernels.softmax.ClusterStats` of the K clusters.
+        info: :class:`IndexInfo` of the build.
     """
 
     embeddings: jax.Array
     cluster_ids: jax.Array
     stats: ClusterStats
+    info: IndexInfo
 
     @property
     def num_items(self) -> int:
@@ -73,14 +122,12 @@ class SoftmaxIndex(NamedTuple):
         return self.stats.log_size.shape[0]
 
     @property
+    def max_cluster_size(self) -> int:
+        return self.stats.members.shape[1]
+
+    @property
     def dim(self) -> int:
         return self.embeddings.shape[1]
-
-
-def _is_traced(x) -> bool:
-    return isinstance(x, jax.core.Tracer)
-
-
 
 
 def build_index(
@@ -89,19 +136,23 @@ def build_index(
     cluster_ids=None,
     num_clusters: int | None = None,
     key=None,
-    rank: int = 0,
     max_cluster_size: int | None = None,
-    kmeans_iterations: int = 20,
-    chunk_size: int | None = None,
+    rank: int = 0,
+    max_iterations: int = 20,
+    tolerance: float = 1e-4,
+    init: str = "random",
+    batch_size: int | None = None,
+    chunk_size: int | None = 1024,
 ) -> SoftmaxIndex:
     """Clusters an item table and precomputes the statistics of every cluster logit rule.
 
-    Without ``cluster_ids`` the items are clustered by
-    :func:`jaxsample.kernels.softmax.kmeans` (random seeding, Lloyd iterations, chunked
-    assignment); clusters k-means leaves empty are dropped, so the index may hold fewer than
-    ``num_clusters`` clusters. ``max_cluster_size`` splits larger clusters into consecutive pieces
-    of at most that size: sampling stays exact-in-law (the proposal is still reported exactly) and
-    the per-draw cost ``O(m d)`` is bounded. Runs eagerly (cluster sizes set array shapes).
+    Without ``cluster_ids`` the items are clustered by :func:`jaxsample.kernels.softmax.kmeans`
+    (k-means++ or random seeding; Lloyd or mini-batch steps; one matrix product per chunk of
+    ``chunk_size`` items); clusters k-means leaves empty are dropped. ``max_cluster_size`` splits
+    larger clusters into consecutive pieces of at most that size
+    (:func:`jaxsample.kernels.softmax.split_clusters`): sampling stays exact in law (the proposal
+    is reported exactly) and the per-draw cost ``O(m d)`` is bounded. Runs eagerly (cluster sizes
+    set array shapes).
 
     Args:
         embeddings: ``(N, d)`` float32/float64 item table, finite.
@@ -110,16 +161,21 @@ def build_index(
         num_clusters: K. With ``cluster_ids``: defaults to ``max(cluster_ids) + 1``. Without:
             the k-means K, default ``round(sqrt(N))``.
         key: PRNG key for k-means; required when ``cluster_ids`` is None.
+        max_cluster_size: optional cap m on cluster sizes (larger clusters are split).
         rank: covariance kept for the dispersion term of ``"sd"``: 0 keeps the diagonal
             (``O(K d)`` per query), ``0 < r < d`` a top-r PCA plus isotropic residual
             (``O(K r d)``), ``r = d`` the full covariance.
-        max_cluster_size: optional cap m on cluster sizes (larger clusters are split).
-        kmeans_iterations: Lloyd iterations of k-means.
-        chunk_size: rows per chunk: points per k-means assignment chunk, and clusters per
-            chunk when computing covariances (``rank > 0``); None for all at once.
+        max_iterations: k-means iteration cap (Lloyd iterations or mini-batch steps).
+        tolerance: k-means stopping tolerance (relative objective decrease; mini-batch: mean
+            squared centre shift relative to the data's spread).
+        init: k-means seeding, ``"kmeans++"`` or ``"random"``.
+        batch_size: points per mini-batch k-means step; None for full-batch Lloyd.
+        chunk_size: items per chunk: k-means assigns this many items per matrix product, and
+            ``rank > 0`` covariances gather about this many members at once; None for all at
+            once.
 
     Returns:
-        A :class:`SoftmaxIndex`.
+        A :class:`SoftmaxIndex`; ``index.info`` holds the k-means iterations and convergence.
 
     Raises:
         TypeError, ValueError: naming the argument, on bad shapes, dtypes, non-finite embeddings,
@@ -127,48 +183,45 @@ def build_index(
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 1, 1]))
-        >>> index.num_clusters, index.stats.members.shape
-        (2, (2, 2))
+        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index.num_clusters, index.max_cluster_size
+        (2, 3)
     """
-    if _is_traced(embeddings) or _is_traced(cluster_ids):
+    if not is_concrete((embeddings, cluster_ids)):
         raise TypeError("build_index runs eagerly (cluster sizes set array shapes); call it "
                         "outside jit/vmap and pass the returned index into transformed code")
-    if not hasattr(embeddings, "shape") or not hasattr(embeddings, "dtype"):
-        raise TypeError(f"embeddings must be an array, got {type(embeddings).__name__}")
-    embeddings = jnp.asarray(embeddings)
-    if embeddings.ndim != 2 or embeddings.shape[0] < 1 or embeddings.shape[1] < 1:
-        raise ValueError(f"embeddings must have shape (N, d) with N, d >= 1, got "
-                         f"{embeddings.shape}")
-    if not jnp.issubdtype(embeddings.dtype, jnp.floating):
-        raise TypeError(f"embeddings must be a float array, got dtype {embeddings.dtype}")
-    if not bool(jnp.all(jnp.isfinite(embeddings))):
-        raise ValueError("embeddings must be finite, got NaN or inf entries")
+    embeddings = check_array("embeddings", embeddings, ndim=2, finite=True, min_rows=1)
     n, d = embeddings.shape
+    if d < 1:
+        raise ValueError(f"embeddings must have shape (N, d) with d >= 1, got {embeddings.shape}")
     rank = check_int("rank", rank, 0, d)
+    chunk_size = check_chunk_size(chunk_size)
+    default_k = round(math.sqrt(n))
+    cap = n if max_cluster_size is None else check_int("max_cluster_size", max_cluster_size, 1)
+    num_iterations, converged = jnp.zeros((), jnp.int32), jnp.ones((), bool)
 
     if cluster_ids is None:
         if key is None:
             raise ValueError("key is required to cluster the items by k-means when cluster_ids "
                              "is not given (or pass cluster_ids)")
-        k = round(math.sqrt(n)) if num_clusters is None else num_clusters
-        k = check_int("num_clusters", k, 1, n)
-        iterations = check_int("kmeans_iterations", kmeans_iterations, 1)
-        ids = kernel.kmeans(key, embeddings, k, iterations, chunk_size=chunk_size)
-        # Drop clusters k-means left empty: relabel the used ids to 0..K'-1.
-        used, ids = jnp.unique(ids, return_inverse=True)
+        key = check_key("key", key)
+        k = default_k if num_clusters is None else check_int("num_clusters", num_clusters, 1, n)
+        max_iterations = check_int("max_iterations", max_iterations, 1)
+        tolerance = check_number("tolerance", tolerance, positive=False)
+        init = check_choice("init", init, INITS)
+        batch_size = check_int("batch_size", batch_size, 1, allow_none=True)
+        result = kernel.kmeans(key, embeddings, k, max_iterations, tolerance, init=init,
+                               batch_size=batch_size, chunk_size=chunk_size)
+        num_iterations, converged = result.num_iterations, result.converged
+        # drop clusters k-means left empty: relabel the used ids to 0..K'-1
+        used, ids = jnp.unique(result.assignment, return_inverse=True)
         ids = ids.reshape(-1).astype(jnp.int32)
         num_clusters = int(used.shape[0])
     else:
-        ids = jnp.asarray(cluster_ids)
-        if ids.shape != (n,):
-            raise ValueError(f"cluster_ids must have shape (N,) = ({n},) to match embeddings, "
-                             f"got {ids.shape}")
-        if not jnp.issubdtype(ids.dtype, jnp.integer):
-            raise TypeError(f"cluster_ids must be an integer array, got dtype {ids.dtype}")
+        ids = check_array("cluster_ids", cluster_ids, shape=(n,), kind="integer")
         low, high = int(jnp.min(ids)), int(jnp.max(ids))
-        num_clusters = high + 1 if num_clusters is None else num_clusters
-        num_clusters = check_int("num_clusters", num_clusters, 1)
+        num_clusters = high + 1 if num_clusters is None else check_int("num_clusters",
+                                                                      num_clusters, 1)
         if low < 0 or high >= num_clusters:
             raise ValueError(f"cluster_ids must lie in [0, num_clusters) = [0, {num_clusters}), "
                              f"got values in [{low}, {high}]")
@@ -180,25 +233,18 @@ def build_index(
                              f"(ids {empty[:5].tolist()}{' ...' if empty.size > 5 else ''}); "
                              "relabel cluster_ids to 0..K-1 without gaps")
 
-    if max_cluster_size is not None:
-        max_cluster_size = check_int("max_cluster_size", max_cluster_size, 1)
-        ids, num_clusters = _split_clusters(ids, num_clusters, max_cluster_size)
     largest = int(jnp.max(jnp.zeros(num_clusters, jnp.int32).at[ids].add(1)))
+    if largest > cap:
+        ids, total = kernel.split_clusters(ids, num_clusters, cap)
+        num_clusters, largest = int(total), int(jnp.max(
+            jnp.zeros(int(total), jnp.int32).at[ids].add(1)))
     stats = kernel.cluster_stats(embeddings, ids, num_clusters, largest, rank=rank,
                                  chunk_size=chunk_size)
-    return SoftmaxIndex(embeddings, ids, stats)
-
-
-def _split_clusters(ids, num_clusters, max_size):
-    """Splits every cluster into consecutive pieces of at most ``max_size`` members."""
-    sizes = jnp.zeros(num_clusters, jnp.int32).at[ids].add(1)
-    pieces = -(-sizes // max_size)
-    offsets = jnp.cumsum(pieces) - pieces
-    order = jnp.argsort(ids, stable=True)
-    starts = jnp.cumsum(sizes) - sizes
-    ranks = jnp.zeros_like(ids).at[order].set(
-        jnp.arange(ids.shape[0], dtype=jnp.int32) - starts[ids[order]])
-    return (offsets[ids] + ranks // max_size).astype(jnp.int32), int(jnp.sum(pieces))
+    objective = jnp.sum((embeddings - stats.mean[ids]) ** 2)
+    nonfinite = ~(jnp.all(jnp.isfinite(stats.mean)) & jnp.all(jnp.isfinite(stats.dispersion_diag))
+                  & jnp.all(jnp.isfinite(stats.dispersion_factors)))
+    return SoftmaxIndex(embeddings, ids, stats,
+                        IndexInfo(num_iterations, converged, objective, nonfinite))
 
 
 def _check_index(index):
@@ -208,43 +254,22 @@ def _check_index(index):
 
 
 def _check_queries(index, queries):
-    """Returns ``(queries as (B, d), was_single)``."""
-    if not hasattr(queries, "shape") or not hasattr(queries, "dtype"):
-        raise TypeError(f"queries must be an array, got {type(queries).__name__}")
+    """Returns ``(queries as (B, d), was_single)``. Finiteness is reported, not refused."""
+    queries = check_array("queries", queries, dtype=index.embeddings.dtype)
     if queries.ndim not in (1, 2) or queries.shape[-1] != index.dim:
         raise ValueError(f"queries must have shape (d,) or (B, d) with d = {index.dim} (the "
                          f"embedding dimension), got {queries.shape}")
-    if queries.dtype != index.embeddings.dtype:
-        raise TypeError(f"queries must have the embeddings' dtype {index.embeddings.dtype}, got "
-                        f"{queries.dtype}")
     single = queries.ndim == 1
     return (queries[None, :] if single else queries), single
 
 
-def _check_temperature(temperature, dtype):
-    if not _is_traced(temperature):
-        value = np.asarray(temperature)
-        if value.shape != () or not np.issubdtype(value.dtype, np.number):
-            raise TypeError(f"temperature must be a positive scalar, got {temperature!r}")
-        if not np.isfinite(value) or value <= 0:
-            raise ValueError(f"temperature must be finite and > 0, got {float(value)}")
-    return jnp.asarray(temperature, dtype)
-
-
-def _check_variant(variant):
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-
-
 def _check_items(index, items, queries, single, name="items"):
     """Returns ``items`` as ``(B, S)``."""
-    if not hasattr(items, "shape") or not jnp.issubdtype(items.dtype, jnp.integer):
-        raise TypeError(f"{name} must be an integer array, got "
-                        f"{getattr(items, 'dtype', type(items).__name__)}")
+    items = check_array(name, items, kind="integer")
     expected = "(S,) for a single query" if single else f"(B, S) with B = {queries.shape[0]}"
     if items.ndim != (1 if single else 2) or (not single and items.shape[0] != queries.shape[0]):
         raise ValueError(f"{name} must have shape {expected}, got {items.shape}")
-    if not _is_traced(items) and items.size:
+    if is_concrete(items) and items.size:
         low, high = int(jnp.min(items)), int(jnp.max(items))
         if low < 0 or high >= index.num_items:
             raise ValueError(f"{name} must lie in [0, N) = [0, {index.num_items}), got values "
@@ -252,66 +277,89 @@ def _check_items(index, items, queries, single, name="items"):
     return items[None, :] if single else items
 
 
-def sample(key, index: SoftmaxIndex, queries, num_samples: int, *, variant: str = "sd",
+def _common(index, queries, variant, temperature, chunk_size):
+    _check_index(index)
+    batch, single = _check_queries(index, queries)
+    if variant is not None:
+        check_choice("variant", variant, VARIANTS)
+    tau = check_hyperparameter("temperature", temperature)
+    return batch, single, tau, check_chunk_size(chunk_size)
+
+
+def sample(key, index: SoftmaxIndex, queries, *, num_samples: int, variant: str = "sd",
            temperature=1.0, chunk_size: int | None = None):
     """Draws items from the two-level proposal of each query, with their log-probabilities.
 
     Per query: ``c ~ softmax(l)`` with the cluster logits ``l`` of ``variant``, then ``i`` from the
-    exact softmax over the members of ``c``; ``log q(i) = log_softmax(l)_c + s_i - log Z_c``.
-    Cost per draw ``O(K (r + 1) d + m d)`` (K clusters, at most m members) instead of ``O(N d)``.
-    Draws are independent (with replacement). Jit-compiled once per shape, ``num_samples`` and
-    ``variant``; works under ``vmap`` and with a sharded item table.
+    exact softmax over the members of ``c``, both by inverse CDF (one uniform per draw);
+    ``log q(i) = log_softmax(l)_c + s_i - log Z_c``. Cost per query ``O(K (r + 1) d + S m d)`` (K
+    clusters of at most m members) instead of ``O(N d)``. Draws are independent (with
+    replacement). Compiled once per shape, ``num_samples``, ``variant`` and ``chunk_size``;
+    ``temperature`` is traced (sweeping or ``vmap``-ing it does not recompile); works under
+    ``vmap`` and with a sharded item table.
 
     Args:
         key: a PRNG key (split across queries).
         index: a :class:`SoftmaxIndex`.
-        queries: ``(d,)`` or ``(B, d)`` in the embeddings' dtype.
+        queries: ``(d,)`` or ``(B, d)`` in the embeddings' dtype. A non-finite query is not
+            refused: it is flagged in ``info.nonfinite``.
         num_samples: S, draws per query (Python int >= 1).
         variant: ``"sd"`` (size + dispersion), ``"s"`` (size) or ``"2ls"`` (centroid only).
         temperature: tau > 0.
-        chunk_size: queries per chunk (``lax.map``): the gathered members take
-            ``chunk_size * S * m * d`` memory instead of ``B * S * m * d``; None for all at once.
-            The draws do not depend on it.
+        chunk_size: queries per chunk: the gathered members take ``chunk_size * S * m * d``
+            memory instead of ``B * S * m * d``; None for all at once. The draws do not depend
+            on it.
 
     Returns:
-        ``(items, log_q)`` of shapes ``(B, S)`` (int32) and ``(B, S)``; ``(S,)`` for one query.
+        ``(items, info)``: ``(B, S)`` int32 item ids (``(S,)`` for one query) and a
+        :class:`SampleInfo` with ``log_q`` of the same shape.
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 1, 1]))
-        >>> items, log_q = sample(jax.random.key(0), index, jnp.ones(4), 3, variant="s")
-        >>> items.shape, [round(float(v), 4) for v in jnp.exp(log_q)]
-        ((3,), [0.25, 0.25, 0.25])
+        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> items, info = sample(jax.random.key(0), index, jnp.zeros(4), num_samples=16,
+        ...                      variant="2ls")
+        >>> items.shape, sorted({round(float(v), 4) for v in jnp.exp(info.log_q)})
+        ((16,), [0.1667, 0.5])
     """
-    _check_index(index)
-    batch, single = _check_queries(index, queries)
+    key = check_key("key", key)
+    batch, single, tau, chunk_size = _common(index, queries, variant, temperature, chunk_size)
     num_samples = check_int("num_samples", num_samples, 1)
-    _check_variant(variant)
-    tau = _check_temperature(temperature, batch.dtype)
-    chunk_size = check_chunk_size(chunk_size)
-    items, log_q = _sample(key, index, batch, tau, num_samples, variant, chunk_size)
-    return (items[0], log_q[0]) if single else (items, log_q)
+    items, info = _sample(key, index, batch, tau, num_samples, variant, chunk_size)
+    if single:
+        return items[0], SampleInfo(info.log_q[0], info.nonfinite[0])
+    return items, info
+
+
+def _nonfinite(queries, values):
+    return ~(jnp.all(jnp.isfinite(queries), axis=-1) & jnp.all(jnp.isfinite(values), axis=-1))
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "variant", "chunk_size"))
-def _sample(key, index, queries, tau, num_samples, variant, chunk_size=None):
+def _sample(key, index, queries, temperature, num_samples, variant, chunk_size):
+    tau = jnp.asarray(temperature, queries.dtype)
     stats = index.stats
 
-    def one(args):
-        query_key, query = args
+    def one(query_key, query):
         logits = kernel.cluster_logits(stats, query, variant, tau)
-        return kernel.two_level_sample(query_key, logits, stats.members, stats.mask,
-                                       index.embeddings, query, tau, num_samples)
+        return kernel.two_level_sample(query_key, stats, logits, index.embeddings, query, tau,
+                                       num_samples)
 
     keys = jax.random.split(key, queries.shape[0])
-    return jax.lax.map(one, (keys, queries), batch_size=chunk_size or queries.shape[0])
+    items, log_q = map_rows(jax.vmap(one), keys, queries, chunk_size=chunk_size)
+    return items, SampleInfo(log_q, _nonfinite(queries, log_q))
 
 
-def log_prob(index: SoftmaxIndex, queries, items, variant: str = "sd", *, temperature=1.0):
+def log_prob(index: SoftmaxIndex, queries, items, *, variant: str = "sd", temperature=1.0,
+             chunk_size: int | None = None):
     """Exact proposal log-probabilities ``log q(i)`` of given items under a variant.
 
-    ``log q(i) = log_softmax(l)_{c(i)} + s_i - log Z_{c(i)}``; costs ``O(K (r + 1) d)`` per query
-    plus ``O(m d)`` per item. Equals the ``log_q`` that :func:`sample` returns with each draw.
+    ``log q(i) = log_softmax(l)_{c(i)} + s_i - log Z_{c(i)}``; equals the ``log_q`` that
+    :func:`sample` returns with each draw. Memory per query is ``O(K (r + 1) + N + S)`` beyond the
+    embeddings, whatever S is: for a few items (``S m d <= N``) each item's cluster normaliser
+    comes from its cluster's members (``O(S m d)`` work), otherwise all K normalisers come from one
+    pass over the N item logits and a segment log-sum-exp (``O(N d)`` work per query; see
+    :func:`jaxsample.kernels.softmax.two_level_log_prob`).
 
     Args:
         index: a :class:`SoftmaxIndex`.
@@ -319,39 +367,39 @@ def log_prob(index: SoftmaxIndex, queries, items, variant: str = "sd", *, temper
         items: ``(S,)`` (one query) or ``(B, S)`` integer item ids in ``[0, N)``.
         variant: ``"sd"``, ``"s"`` or ``"2ls"``.
         temperature: tau > 0.
+        chunk_size: queries per chunk; None for all at once.
 
     Returns:
         Log-probabilities with the shape of ``items``.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(3), cluster_ids=jnp.array([0, 0, 1]))
-        >>> lq = log_prob(index, jnp.zeros(3), jnp.arange(3), "2ls")
+        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> lq = log_prob(index, jnp.zeros(4), jnp.arange(4), variant="2ls")
         >>> [round(float(v), 4) for v in jnp.exp(lq)]  # 2LS halves by cluster, not by size
-        [0.25, 0.25, 0.5]
+        [0.1667, 0.1667, 0.1667, 0.5]
     """
-    _check_index(index)
-    batch, single = _check_queries(index, queries)
+    batch, single, tau, chunk_size = _common(index, queries, variant, temperature, chunk_size)
     items = _check_items(index, items, batch, single)
-    _check_variant(variant)
-    tau = _check_temperature(temperature, batch.dtype)
-    out = _log_prob(index, batch, items, tau, variant)
+    out = _log_prob(index, batch, items, tau, variant, chunk_size)
     return out[0] if single else out
 
 
-@functools.partial(jax.jit, static_argnames=("variant",))
-def _log_prob(index, queries, items, tau, variant):
+@functools.partial(jax.jit, static_argnames=("variant", "chunk_size"))
+def _log_prob(index, queries, items, temperature, variant, chunk_size):
+    tau = jnp.asarray(temperature, queries.dtype)
     stats = index.stats
 
     def one(query, query_items):
         logits = kernel.cluster_logits(stats, query, variant, tau)
-        return kernel.two_level_log_prob(logits, stats.members, stats.mask, index.cluster_ids,
-                                         index.embeddings, query, query_items, tau)
+        return kernel.two_level_log_prob(stats, logits, index.cluster_ids, index.embeddings,
+                                         query, query_items, tau)
 
-    return jax.vmap(one)(queries, items)
+    return map_rows(jax.vmap(one), queries, items, chunk_size=chunk_size)
 
 
-def proposal_log_probs(index: SoftmaxIndex, queries, variant: str = "sd", *, temperature=1.0):
+def proposal_log_probs(index: SoftmaxIndex, queries, *, variant: str = "sd", temperature=1.0,
+                       chunk_size: int | None = None):
     """The whole proposal ``log q(i)`` over all N items, in ``O(N d)`` per query.
 
     For diagnostics against :func:`exact_log_probs` (TV, KL); the cluster masses ``log Z_c`` come
@@ -362,32 +410,33 @@ def proposal_log_probs(index: SoftmaxIndex, queries, variant: str = "sd", *, tem
         queries: ``(d,)`` or ``(B, d)``.
         variant: ``"sd"``, ``"s"`` or ``"2ls"``.
         temperature: tau > 0.
+        chunk_size: queries per chunk; None for all at once.
 
     Returns:
         ``(B, N)`` log-probabilities, or ``(N,)`` for one query.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(3), cluster_ids=jnp.array([0, 0, 1]))
-        >>> [round(float(v), 4) for v in jnp.exp(proposal_log_probs(index, jnp.zeros(3), "s"))]
-        [0.3333, 0.3333, 0.3333]
+        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> lq = proposal_log_probs(index, jnp.zeros(4), variant="s")
+        >>> [round(float(v), 4) for v in jnp.exp(lq)]  # S-2LS: exact for equal scores
+        [0.25, 0.25, 0.25, 0.25]
     """
-    _check_index(index)
-    batch, single = _check_queries(index, queries)
-    _check_variant(variant)
-    tau = _check_temperature(temperature, batch.dtype)
-    out = _proposal_log_probs(index, batch, tau, variant)
+    batch, single, tau, chunk_size = _common(index, queries, variant, temperature, chunk_size)
+    out = _proposal_log_probs(index, batch, tau, variant, chunk_size)
     return out[0] if single else out
 
 
-@functools.partial(jax.jit, static_argnames=("variant",))
-def _proposal_log_probs(index, queries, tau, variant):
+@functools.partial(jax.jit, static_argnames=("variant", "chunk_size"))
+def _proposal_log_probs(index, queries, temperature, variant, chunk_size):
+    tau = jnp.asarray(temperature, queries.dtype)
+
     def one(query):
         logits = kernel.cluster_logits(index.stats, query, variant, tau)
         return kernel.two_level_log_probs_all(logits, index.cluster_ids, index.embeddings, query,
                                               tau)
 
-    return jax.vmap(one)(queries)
+    return map_rows(jax.vmap(one), queries, chunk_size=chunk_size)
 
 
 def exact_log_probs(index: SoftmaxIndex, queries, *, temperature=1.0,
@@ -405,41 +454,36 @@ def exact_log_probs(index: SoftmaxIndex, queries, *, temperature=1.0,
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(3), cluster_ids=jnp.array([0, 0, 1]))
-        >>> [round(float(v), 4) for v in jnp.exp(exact_log_probs(index, jnp.zeros(3)))]
-        [0.3333, 0.3333, 0.3333]
+        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> [round(float(v), 4) for v in jnp.exp(exact_log_probs(index, jnp.ones(4)))]
+        [0.25, 0.25, 0.25, 0.25]
     """
-    _check_index(index)
-    batch, single = _check_queries(index, queries)
-    tau = _check_temperature(temperature, batch.dtype)
-    chunk_size = check_chunk_size(chunk_size)
+    batch, single, tau, chunk_size = _common(index, queries, None, temperature, chunk_size)
     out = kernel.exact_log_probs(index.embeddings, batch, tau, chunk_size=chunk_size)
     return out[0] if single else out
 
 
 def log_partition(index: SoftmaxIndex, queries, *, temperature=1.0,
                   chunk_size: int | None = None):
-    """The exact ``log Z = logsumexp_i s_i`` per query, streaming over ``chunk_size`` items.
+    """The exact ``log Z = logsumexp_i s_i`` per query.
 
     Args:
         index: a :class:`SoftmaxIndex`.
         queries: ``(d,)`` or ``(B, d)``.
         temperature: tau > 0.
-        chunk_size: items per chunk (never materialises ``B x N``); None for dense.
+        chunk_size: queries per chunk (at most ``chunk_size x N`` logits at once); None for
+            all at once.
 
     Returns:
         ``(B,)``, or a scalar for one query.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(3), cluster_ids=jnp.array([0, 0, 1]))
-        >>> round(float(log_partition(index, jnp.zeros(3), chunk_size=2)), 4)  # log 3
-        1.0986
+        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> round(float(log_partition(index, jnp.zeros(4))), 4)  # log 4
+        1.3863
     """
-    _check_index(index)
-    batch, single = _check_queries(index, queries)
-    tau = _check_temperature(temperature, batch.dtype)
-    chunk_size = check_chunk_size(chunk_size)
+    batch, single, tau, chunk_size = _common(index, queries, None, temperature, chunk_size)
     out = kernel.exact_log_partition(index.embeddings, batch, tau, chunk_size=chunk_size)
     return out[0] if single else out
 
@@ -449,9 +493,8 @@ def log_importance_weights(index: SoftmaxIndex, queries, items, log_q, *, temper
 
     ``w(i) = exp(s_i) / q(i) = Z p(i) / q(i)``, so ``E_q[w] = Z`` (the mean of the weights is an
     unbiased estimate of the partition function) and ``softmax(log w)`` over a query's draws gives
-    self-normalised estimates ``sum_j softmax(log w)_j f(i_j) -> E_p[f]``. ``log w`` is also the
-    corrected logit ``s_i - log q(i)`` of sampled-softmax training (Bengio & Senecal 2008; Jean et
-    al. 2015); it is differentiable in ``queries`` and the embeddings.
+    self-normalised estimates ``sum_j softmax(log w)_j f(i_j) -> E_p[f]``. Differentiable in
+    ``queries`` and the embeddings.
 
     Args:
         index: a :class:`SoftmaxIndex`.
@@ -464,22 +507,65 @@ def log_importance_weights(index: SoftmaxIndex, queries, items, log_q, *, temper
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> index = build_index(jnp.eye(3), cluster_ids=jnp.array([0, 0, 1]))
-        >>> q = jnp.zeros(3)
-        >>> items, log_q = sample(jax.random.key(0), index, q, 4, variant="2ls")
-        >>> log_w = log_importance_weights(index, q, items, log_q)
-        >>> sorted(set(round(float(w), 4) for w in jnp.exp(log_w)))  # 1/q: 4 or 2 by cluster
-        [2.0, 4.0]
+        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> q = jnp.zeros(4)
+        >>> items, info = sample(jax.random.key(0), index, q, num_samples=16, variant="2ls")
+        >>> log_w = log_importance_weights(index, q, items, info.log_q)
+        >>> sorted({round(float(w), 4) for w in jnp.exp(log_w)})  # 1/q: 6 or 2 by cluster
+        [2.0, 6.0]
     """
-    _check_index(index)
-    batch, single = _check_queries(index, queries)
+    batch, single, tau, _ = _common(index, queries, None, temperature, None)
     items = _check_items(index, items, batch, single)
-    log_q = jnp.asarray(log_q)
-    expected = items.shape[1:] if single else items.shape
-    if log_q.shape != expected or log_q.dtype != batch.dtype:
-        raise ValueError(f"log_q must have the items' shape {expected} and dtype {batch.dtype}, "
-                         f"got {log_q.shape} {log_q.dtype}")
-    tau = _check_temperature(temperature, batch.dtype)
+    log_q = check_array("log_q", log_q, shape=items.shape[1:] if single else items.shape,
+                        dtype=batch.dtype)
+    tau = jnp.asarray(tau, batch.dtype)
     scores = jnp.einsum("bsd,bd->bs", index.embeddings[items], batch) / tau
     out = scores - (log_q[None, :] if single else log_q)
     return out[0] if single else out
+
+
+def sampled_softmax_logits(target_logits, sampled_logits, sampled_log_q, targets, sampled):
+    """Corrected logits for a sampled-softmax loss; the target comes first (label 0).
+
+    With the target's logit ``s_y`` and S items ``j_k`` drawn from a proposal q (from
+    :func:`sample`: ``info.log_q``; or uniform negatives, ``log q = -log N``):
+
+        o_0 = s_y,    o_k = s_{j_k} - log(S q(j_k)),    o_k = -inf where j_k = y,
+
+    (Bengio & Senecal 2008; Jean et al. 2015; Blanc & Rendle 2018; sampled copies of the target,
+    "accidental hits", are removed as in TensorFlow's ``sampled_softmax_loss``). Then
+    ``sum_{k >= 1} exp(o_k)`` is an unbiased estimate of ``Z - exp(s_y)``, so the cross-entropy
+    ``-log softmax(o)_0`` tends to the full-softmax loss ``log Z - s_y``, and its gradient to the
+    full gradient, as S grows; for a finite S its bias falls as the proposal approaches the
+    softmax. ``sampled_log_q`` is treated as a constant (no gradient flows into it). The scores
+    ``s`` come from the model being trained (they need not match the index's embeddings, which
+    may be stale); ``q`` must be the law the items were drawn from.
+
+    Args:
+        target_logits: ``(B,)`` target scores ``s_y``.
+        sampled_logits: ``(B, S)`` scores of the drawn items.
+        sampled_log_q: ``(B, S)`` their proposal log-probabilities.
+        targets: ``(B,)`` integer target ids.
+        sampled: ``(B, S)`` integer drawn ids.
+
+    Returns:
+        ``(B, 1 + S)`` logits; ``optax.softmax_cross_entropy_with_integer_labels(logits, 0)`` is
+        the loss.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> o = sampled_softmax_logits(jnp.array([1.0]), jnp.array([[0.0, 1.0]]),
+        ...                            jnp.log(jnp.array([[0.5, 0.5]])), jnp.array([3]),
+        ...                            jnp.array([[2, 3]]))
+        >>> o.tolist()  # the second draw is the target itself: removed
+        [[1.0, 0.0, -inf]]
+    """
+    sampled_logits = check_array("sampled_logits", sampled_logits, ndim=2)
+    batch, num = sampled_logits.shape
+    dtype = sampled_logits.dtype
+    target_logits = check_array("target_logits", target_logits, shape=(batch,), dtype=dtype)
+    sampled_log_q = check_array("sampled_log_q", sampled_log_q, shape=(batch, num), dtype=dtype)
+    targets = check_array("targets", targets, shape=(batch,), kind="integer")
+    sampled = check_array("sampled", sampled, shape=(batch, num), kind="integer")
+    return kernel.sampled_softmax_logits(target_logits, sampled_logits, sampled_log_q, targets,
+                                         sampled)
