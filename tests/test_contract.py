@@ -15,12 +15,14 @@ import numpy as np
 import pytest
 from contract import KEY
 from contract import gaussian_resolvent  # noqa: E402
+from contract import softmax_two_level  # noqa: E402
 from contract import subset_leverage  # noqa: E402
 
 import jaxsample.core
 
 _MODULES = [
     gaussian_resolvent,
+    softmax_two_level,
     subset_leverage,
 ]
 
