@@ -39,10 +39,11 @@ def imbalanced_clusters(key, num_points: int, dim: int, *, num_clusters: int = 5
 
     Centres are ``centre_scale`` times independent unit vectors (``dim >= 3``) or ``N(0, I)``
     points (``dim < 3``); points are ``centre + spread · N(0, I/dim)``. Every cluster has at least
-    one point. Drawn with NumPy from a generator seeded by ``key`` (same key, same points).
+    one point. Rows come in random order (as in a corpus, so consecutive batches mix clusters).
+    Drawn with NumPy from a generator seeded by ``key`` (same key, same points).
 
     Returns:
-        ``(points (num_points, dim), labels (num_points,) int32)`` NumPy arrays, labels sorted.
+        ``(points (num_points, dim), labels (num_points,) int32)`` NumPy arrays.
 
     Example:
         >>> import jax
@@ -53,8 +54,8 @@ def imbalanced_clusters(key, num_points: int, dim: int, *, num_clusters: int = 5
     share = 1.0 / np.arange(1, num_clusters + 1) ** exponent
     sizes = np.maximum(1, np.floor(num_points * share / share.sum()).astype(int))
     sizes[0] += num_points - sizes.sum()
-    labels = np.repeat(np.arange(num_clusters), sizes).astype(np.int32)
     rng = _generator(key)
+    labels = rng.permutation(np.repeat(np.arange(num_clusters), sizes)).astype(np.int32)
     centres = rng.standard_normal((num_clusters, dim))
     if dim >= 3:
         centres /= np.linalg.norm(centres, axis=1, keepdims=True)
