@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import jaxsample
 from jaxsample.datasets import checkerboard, two_spirals
 from jaxsample.diagnostics import sliced_wasserstein
-from jaxsample.particles.mmsold import cfdm_sample, moment_targets
+from jaxsample.particles import cfdm_sample, moment_targets, sample_kde
 
 BANDWIDTH = 0.02
 
@@ -48,9 +48,11 @@ def main(argv=None) -> None:
         # explicit steps are stable while h * lambda_max(Sigma*) / sigma_g^2 < 2
         cov = moment_targets(data, BANDWIDTH).cov
         step_size = BANDWIDTH**2 / float(jnp.linalg.eigvalsh(cov)[-1])
-        alg = jaxsample.mmsold(data, kernel_bandwidth=BANDWIDTH, smoothing=args.smoothing,
-                               num_smoothing_samples=4, step_size=step_size, chunk_size=512)
-        state, info = jaxsample.run(k_run, alg, alg.init(k_init, args.particles), args.steps)
+        alg = jaxsample.mmsold(data, bandwidth=BANDWIDTH, smoothing=args.smoothing,
+                               num_smoothing_samples=4, step_size=step_size)
+        k_start, k_noise = jax.random.split(k_init)
+        start = sample_kde(k_start, data, args.particles, bandwidth=BANDWIDTH)
+        state, info = jaxsample.run(k_run, alg, alg.init(start, rng_key=k_noise), args.steps)
         cfdm, _ = cfdm_sample(k_cfdm, data, num_samples=args.particles,
                               smoothing=args.smoothing, num_steps=100, num_smoothing_samples=4)
         for col, (label, points) in enumerate([("training data", data),

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from jaxsample._checks import check_int
 
-__all__ = ["SamplingAlgorithm", "run"]
+__all__ = ["SamplingAlgorithm", "Step", "run"]
 
 PyTree = Any
 
@@ -51,6 +51,28 @@ class SamplingAlgorithm(NamedTuple):
 
     init: Callable[..., PyTree]
     step: Callable[[jax.Array, PyTree], tuple[PyTree, PyTree]]
+
+
+class Step(eqx.Partial):
+    """``equinox.Partial(kernel, **bound)`` that also works as a plain callable under ``jax.jit``.
+
+    A constructor returns ``SamplingAlgorithm(init, Step(kernel, fn=..., h=...))``: :func:`run`
+    partitions it (its array leaves, the float hyper-parameters, are traced), while
+    ``jax.jit(alg.step)`` — which hashes the function it compiles — sees a function hashed by
+    identity (an ``equinox.Partial`` holding arrays is not hashable).
+
+    Example:
+        >>> import jax.numpy as jnp, numpy as np
+        >>> step = Step(lambda key, x, *, h: (h * x, None), h=np.asarray(2.0))
+        >>> float(jax.jit(step)(None, jnp.ones(()))[0])
+        2.0
+    """
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
 
 
 def _default_transform(state: PyTree, info: PyTree) -> PyTree:

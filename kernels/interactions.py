@@ -3,12 +3,15 @@ centred scaled Stiefel manifold used for moment matching.
 
 Conventions: ``data`` is ``(n, d)``, particles ``z`` are ``(B, d)``, smoothing noise is
 ``(B, M, d)``. Every kernel preserves the dtype of ``z``/``data`` (float32 or float64), works in
-the log domain (softmax over data points through ``jax.nn.softmax``), and has a ``chunk_size`` path
-that processes ``chunk_size`` particles at a time with ``jax.lax.map``, so at most
-``chunk_size * M * n`` logits exist at once instead of ``B * M * n``.
+the log domain (softmax over data points through ``jax.nn.softmax``), and has a ``chunk_size``
+path that processes ``chunk_size`` particles at a time through
+:func:`jaxsample.kernels.chunking.map_rows`, so at most ``chunk_size * M * n`` logits exist at
+once instead of ``B * M * n``. The KDE logits are ``-‖w - x_i‖² / (2σ²)`` from
+:func:`jaxsample.kernels.pairwise.sq_distances`.
 
-For accuracy in float32 pass data and particles centred at the data mean: the logits are formed as
-``<w, x_i> - |x_i|^2 / 2``, whose cancellation grows with ``|x_i|``.
+For accuracy in float32 pass data and particles centred at the data mean: the expanded squared
+distances lose precision as ``|x_i|`` grows. Inputs are valid: the sampler that calls these
+checked them (even ``M``, ``1 <= K_nn``, ``K_nn + K_rem <= n``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
+
+from jaxsample.kernels import chunking, pairwise
 
 __all__ = [
     "antithetic_normal",
@@ -28,20 +33,14 @@ __all__ = [
 ]
 
 
-def _map_rows(fn, xs, chunk_size):
-    """``vmap`` over the leading axis, or ``lax.map`` in chunks of ``chunk_size`` rows."""
-    if chunk_size is None:
-        return jax.vmap(fn)(*xs)
-    return jax.lax.map(lambda args: fn(*args), xs, batch_size=chunk_size)
-
-
-def _posterior_mean(points, data, half_sq_norms, bandwidth, log_weights=None):
-    """``sum_i softmax_i((<w, x_i> - |x_i|^2/2) / bandwidth^2 + log_weights_i) x_i`` per row ``w``.
+def _posterior_mean(points, data, data_sq_norms, bandwidth, log_weights=None):
+    """``sum_i softmax_i(-‖w - x_i‖² / (2 bandwidth²) + log_weights_i) x_i`` per row ``w``.
 
     ``points`` is ``(P, d)``, ``data`` ``(m, d)``; returns ``(P, d)``. This is the KDE "denoiser"
     ``k(w)``: the mean of the Gaussian-kernel posterior over the centres ``x_i``.
     """
-    logits = (points @ data.T - half_sq_norms[None, :]) / jnp.square(bandwidth)
+    sq = pairwise.sq_distances(points, data, y_sq_norms=data_sq_norms)
+    logits = -sq / (2 * jnp.square(bandwidth))
     if log_weights is not None:
         logits = logits + log_weights[None, :]
     return jax.nn.softmax(logits, axis=-1) @ data
@@ -54,7 +53,8 @@ def antithetic_normal(key: jax.Array, num_rows: int, num_samples: int, dim: int,
     Args:
         key: PRNG key.
         num_rows: number of particles ``B``.
-        num_samples: ``M``, even; ``M/2`` draws ``eps`` are used as ``+eps`` and ``-eps``.
+        num_samples: ``M``, even (valid input); ``M/2`` draws ``eps`` are used as ``+eps`` and
+            ``-eps``.
         dim: dimension ``d``.
         dtype: floating dtype of the result.
 
@@ -67,8 +67,6 @@ def antithetic_normal(key: jax.Array, num_rows: int, num_samples: int, dim: int,
         >>> bool(jax.numpy.all(eps[:, :2] == -eps[:, 2:]))
         True
     """
-    if num_samples < 2 or num_samples % 2:
-        raise ValueError(f"num_samples must be an even int >= 2, got {num_samples}")
     half = jax.random.normal(key, (num_rows, num_samples // 2, dim), dtype)
     return jnp.concatenate([half, -half], axis=1)
 
@@ -128,14 +126,15 @@ def smoothed_kde_score(z: jax.Array, data: jax.Array, bandwidth, smoothing, nois
     """
     bandwidth = jnp.asarray(bandwidth, z.dtype)
     smoothing = jnp.asarray(smoothing, z.dtype)
-    half_sq_norms = 0.5 * jnp.sum(jnp.square(data), axis=-1)
+    data_sq_norms = pairwise.sq_norms(data)
 
     def row(z_b, eps_b):
         points = z_b[None, :] + smoothing * eps_b
-        mean = jnp.mean(_posterior_mean(points, data, half_sq_norms, bandwidth), axis=0)
+        mean = jnp.mean(_posterior_mean(points, data, data_sq_norms, bandwidth), axis=0)
         return (mean - z_b) / jnp.square(bandwidth)
 
-    return _map_rows(row, (z, noise), chunk_size)
+    with jax.named_scope("smoothed_kde_score"):
+        return chunking.map_rows(jax.vmap(row), z, noise, chunk_size=chunk_size)
 
 
 def knn_smoothed_kde_score(key: jax.Array, z: jax.Array, data: jax.Array, bandwidth, smoothing,
@@ -144,7 +143,7 @@ def knn_smoothed_kde_score(key: jax.Array, z: jax.Array, data: jax.Array, bandwi
     r"""Smoothed KDE score over ``K_nn`` nearest centres plus ``K_rem`` reweighted random others.
 
     Per particle, the softmax over all ``n`` centres is replaced by one over ``K_nn`` exact nearest
-    neighbours of ``z`` (``lax.top_k`` of ``<z, x_i> - |x_i|^2/2``) and ``K_rem`` centres drawn
+    neighbours of ``z`` (``lax.top_k`` of ``-‖z - x_i‖²``) and ``K_rem`` centres drawn
     uniformly without replacement from the other ``n - K_nn``; each of those stands for
     ``alpha = (n - K_nn) / K_rem`` points, so ``log alpha`` is added to its logit (Yao & Paulin
     2026, Algorithm 2). The smoothing noise is drawn in ``d`` dimensions (the same ``noise`` as
@@ -176,22 +175,17 @@ def knn_smoothed_kde_score(key: jax.Array, z: jax.Array, data: jax.Array, bandwi
         True
     """
     n = data.shape[0]
-    if not 1 <= num_neighbours <= n or num_remainder < 0 or num_neighbours + num_remainder > n:
-        raise ValueError(
-            "need 1 <= num_neighbours and num_neighbours + num_remainder <= n = "
-            f"{n}, num_remainder >= 0; got num_neighbours={num_neighbours}, "
-            f"num_remainder={num_remainder}")
     bandwidth = jnp.asarray(bandwidth, z.dtype)
     smoothing = jnp.asarray(smoothing, z.dtype)
-    half_sq_norms = 0.5 * jnp.sum(jnp.square(data), axis=-1)
+    data_sq_norms = pairwise.sq_norms(data)
     log_alpha = jnp.log(jnp.asarray((n - num_neighbours) / max(num_remainder, 1), z.dtype))
     log_weights = jnp.concatenate([
         jnp.zeros((num_neighbours,), z.dtype), jnp.full((num_remainder,), log_alpha)])
     keys = jax.random.split(key, z.shape[0])
 
     def row(key_b, z_b, eps_b):
-        closeness = data @ z_b - half_sq_norms
-        _, nearest = jax.lax.top_k(closeness, num_neighbours)
+        sq = pairwise.sq_distances(z_b[None, :], data, y_sq_norms=data_sq_norms)[0]
+        _, nearest = jax.lax.top_k(-sq, num_neighbours)
         # Uniform draw without replacement from the others: the top K_rem of iid uniforms,
         # with the neighbours pushed to -inf.
         chosen = nearest
@@ -199,11 +193,12 @@ def knn_smoothed_kde_score(key: jax.Array, z: jax.Array, data: jax.Array, bandwi
             priority = jax.random.uniform(key_b, (n,), z.dtype).at[nearest].set(-jnp.inf)
             chosen = jnp.concatenate([nearest, jax.lax.top_k(priority, num_remainder)[1]])
         points = z_b[None, :] + smoothing * eps_b
-        mean = jnp.mean(_posterior_mean(points, data[chosen], half_sq_norms[chosen], bandwidth,
+        mean = jnp.mean(_posterior_mean(points, data[chosen], data_sq_norms[chosen], bandwidth,
                                         log_weights), axis=0)
         return (mean - z_b) / jnp.square(bandwidth)
 
-    return _map_rows(row, (keys, z, noise), chunk_size)
+    with jax.named_scope("knn_smoothed_kde_score"):
+        return chunking.map_rows(jax.vmap(row), keys, z, noise, chunk_size=chunk_size)
 
 
 def tangent_project(y: jax.Array, g: jax.Array) -> jax.Array:

@@ -5,10 +5,10 @@ The pieces of one entropic-transport-descent step that involve all particle–pr
 * :func:`proposal_log_weights` — self-normalised importance weights of pooled proposals against
   the equal-weight Gaussian mixture that generated them (deterministic-mixture IS),
 * :func:`cost_scale` — the median of the squared-distance cost, used to make ``epsilon`` relative,
-* :class:`ParticleGeometry` — an ott-jax geometry for the cost
-  :math:`C_{ij} = \\tfrac12\\|x_i - y_j\\|^2 / s`, dense or in row chunks,
+* :class:`ParticleGeometry` — the cost :math:`C_{ij} = \\tfrac12\\|x_i - y_j\\|^2 / s`, dense or
+  recomputed in row chunks, and its two log-sum-exp reductions,
 * :func:`solve_coupling` — the balanced, unbalanced or Gibbs (semi-relaxed) plan as log-domain
-  duals, with ott-jax's Sinkhorn solver and warm starts,
+  duals, by Sinkhorn iterations with warm starts,
 * :func:`transport_rows` — per-particle draws (or barycentres) from the row-normalised plan and
   the coupling ESS, without forming the plan.
 
@@ -16,18 +16,20 @@ Every plan is represented by duals ``(f, g)`` with
 :math:`\\log\\gamma_{ij} = (f_i + g_j - C_{ij})/\\varepsilon` (ott-jax's convention), so the
 coupling matrix itself never needs to exist.
 
-**Why a geometry of our own for the chunked path.** ott-jax's ``PointCloud(batch_size=...)`` is the
-library's memory-bounded path, but in ott-jax 0.6 it calls
-``jax.interpreters.batching.is_vmappable``, which jax 0.10 removed. Rather than re-implementing
-Sinkhorn, :class:`ParticleGeometry` subclasses ott's ``Geometry`` and overrides only
-``apply_lse_kernel`` (the one operation Sinkhorn's log-domain loop and its marginal-error check
-use) so that it recomputes the cost in blocks of ``chunk_size`` rows (``axis=1``) or columns
-(``axis=0``) with ``jax.lax.map``. Each block is laid out so that the log-sum-exp runs along the
-contiguous axis (the reduction over particles is done on a ``(chunk, N)`` block, not along axis 0
-of an ``(N, P)`` one). The solver, its convergence test, warm starts and unbalanced updates stay
-ott-jax's. Peak memory is ``O(chunk_size · max(N, P))`` instead of ``O(N · P)``; the price is
-recomputing the cost (a ``d``-length dot product per entry) at every Sinkhorn half-step, so the
-dense path is faster when ``N · P`` fits in memory.
+**Why a Sinkhorn loop of our own.** ott-jax's ``Sinkhorn`` is the reference (the tests check
+that the plans agree with it to round-off), but inside a sampler three of its properties get in
+the way: the unbalanced weight ``tau_b`` is static structure of its ``LinearProblem`` (so ``ρ``
+could not be a traced hyper-parameter, swept or ``vmap``-ed without recompiling); its memory-bounded
+``PointCloud(batch_size=...)`` path calls ``jax.interpreters.batching.is_vmappable``, which jax 0.10
+removed; and its column update reduces along axis 0 of the ``(N, P)`` cost, which on XLA:CPU ran
+an order of magnitude slower than the same reduction along a contiguous axis. Here the dense
+geometry keeps both ``C`` and ``Cᵀ`` so that both half-steps reduce along rows, and the chunked
+geometry recomputes blocks of rows (or columns) through :func:`jaxsample.kernels.chunking.map_rows`,
+never holding more than ``chunk_size · max(N, P)`` costs. The updates, the stopping rule (the
+``L1`` error of the column marginal, checked every ``inner_iterations`` iterations; for the
+unbalanced plan the gradient of ott's marginal-fit term) and the warm starts are ott-jax's.
+
+Inputs are valid: the sampler that calls these checked them.
 
 References:
     V. Pacelli, A. Ratheesh, E. Theodorou, *Variational Inference via Entropic Transport Descent*,
@@ -38,17 +40,16 @@ References:
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from ott.geometry import geometry
-from ott.problems.linear import linear_problem
-from ott.solvers.linear import sinkhorn
+
+from jaxsample.kernels import chunking, logspace, pairwise
 
 __all__ = [
     "COUPLINGS",
+    "UPDATES",
     "Coupling",
     "ParticleGeometry",
     "RowUpdate",
@@ -59,39 +60,15 @@ __all__ = [
 ]
 
 COUPLINGS = ("balanced", "unbalanced", "gibbs")
-_UPDATES = ("categorical", "barycentric")
-
-
-def _half_sq_dist(x: jax.Array, y: jax.Array) -> jax.Array:
-    """``½‖x_i − y_j‖²`` for all pairs, expanded as a matrix product and clamped at 0."""
-    sq = (
-        jnp.sum(x * x, axis=1)[:, None]
-        + jnp.sum(y * y, axis=1)[None, :]
-        - 2 * jnp.matmul(x, y.T, precision=jax.lax.Precision.HIGHEST)
-    )
-    return 0.5 * jnp.maximum(sq, 0)
-
-
-def _row_map(fn, xs, chunk_size: int | None):
-    """``fn`` applied to leading-axis blocks of ``xs``: one block if ``chunk_size`` is None."""
-    if chunk_size is None:
-        return fn(xs)
-    # lax.map(batch_size=c) vmaps fn over c rows at a time; fn sees one row, so add the axis.
-    return jax.lax.map(
-        lambda row: jax.tree.map(lambda a: a[0], fn(jax.tree.map(lambda a: a[None], row))),
-        xs,
-        batch_size=chunk_size,
-    )
+UPDATES = ("categorical", "barycentric")
 
 
 def cost_scale(x: jax.Array, y: jax.Array, *, max_entries: int = 2048) -> jax.Array:
     """Median of the cost ``½‖x_i − y_j‖²`` over a strided grid of at most ``max_entries`` pairs.
 
-    The median makes ``epsilon`` relative to the typical cost, so one value works across dimensions
-    and scales. When ``n · m <= max_entries`` the median is exact; otherwise it is taken on
-    ``r = min(n, ⌊√max_entries⌋)`` evenly spaced rows and ``⌊max_entries / r⌋`` evenly spaced
-    columns, so it costs ``O(max_entries · d)`` and never forms the full matrix. The result is
-    floored at ``1e-8`` so that a degenerate ensemble cannot divide by zero.
+    :func:`jaxsample.kernels.pairwise.median_scale` halved, floored at ``1e-8`` so that a
+    degenerate ensemble cannot divide by zero. The median makes ``epsilon`` relative to the typical
+    cost, so one value works across dimensions and scales.
 
     Args:
         x: particles, shape ``(n, d)``.
@@ -106,14 +83,7 @@ def cost_scale(x: jax.Array, y: jax.Array, *, max_entries: int = 2048) -> jax.Ar
         >>> float(cost_scale(jnp.zeros((1, 2)), jnp.array([[1.0, 0.0], [3.0, 0.0], [2.0, 0.0]])))
         2.0
     """
-    n, m = x.shape[0], y.shape[0]
-    if n * m > max_entries:
-        rows = min(n, int(max_entries**0.5))
-        cols = min(m, max_entries // rows)
-        x = x[jnp.linspace(0, n - 1, rows).astype(jnp.int32)]
-        y = y[jnp.linspace(0, m - 1, cols).astype(jnp.int32)]
-    diff = x[:, None, :] - y[None, :, :]
-    med = jnp.median(0.5 * jnp.sum(diff * diff, axis=-1))
+    med = 0.5 * pairwise.median_scale(x, y, max_entries=max_entries)
     return jnp.maximum(med, jnp.asarray(1e-8, x.dtype))
 
 
@@ -140,6 +110,10 @@ def proposal_log_weights(
     log-density is NaN or ±inf are *invalid*: they get ``log b = −inf`` (zero weight) and are
     counted. If no proposal is valid the weights are uniform (the caller should not move).
 
+    A preconditioned proposal ``y = m + σ L ξ`` is handled by passing whitened points
+    (``L⁻¹y``, ``L⁻¹m``): the Jacobian ``|det L|`` is common to every proposal and cancels, so the
+    weights stay exact for the proposal actually used.
+
     Args:
         log_target: ``log π(y_j)`` up to a constant, shape ``(P,)``.
         proposals: ``y``, shape ``(P, d)``.
@@ -160,89 +134,81 @@ def proposal_log_weights(
         >>> log_b.tolist(), int(bad)
         ([0.0, -inf], 1)
     """
-    dtype = proposals.dtype
-    inv_two_var = 0.5 / jnp.square(jnp.asarray(sigma, dtype))
+    with jax.named_scope("proposal_log_weights"):
+        dtype = proposals.dtype
+        inv_two_var = 0.5 / jnp.square(jnp.asarray(sigma, dtype))
+        # centring keeps the expanded squared distances accurate far from the origin
+        origin = jnp.mean(centres, axis=0)
+        centred = centres - origin[None, :]
+        centred_norms = pairwise.sq_norms(centred)
 
-    # centring keeps the expanded squared distances accurate far from the origin
-    origin = jnp.mean(centres, axis=0)
-    centred = centres - origin[None, :]
+        def log_mixture(y_block):
+            sq = pairwise.sq_distances(y_block - origin[None, :], centred,
+                                       y_sq_norms=centred_norms)
+            return jax.nn.logsumexp(-inv_two_var * sq, axis=1)
 
-    def log_mixture(y_block):
-        sq = 2 * _half_sq_dist(y_block - origin[None, :], centred)
-        return jax.nn.logsumexp(-inv_two_var * sq, axis=1)
-
-    valid = jnp.isfinite(log_target)
-    log_b = jnp.where(valid, log_target - _row_map(log_mixture, proposals, chunk_size), -jnp.inf)
-    any_valid = jnp.any(valid)
-    top = jnp.max(log_b)
-    log_b = jnp.where(valid, jnp.maximum(log_b, top - jnp.asarray(floor, dtype)), -jnp.inf)
-    log_b = jnp.where(any_valid, log_b, jnp.zeros_like(log_b))
-    log_b = log_b - jax.nn.logsumexp(log_b)
-    return log_b, jnp.sum(~valid).astype(jnp.int32)
+        log_q = chunking.map_rows(log_mixture, proposals, chunk_size=chunk_size)
+        valid = jnp.isfinite(log_target)
+        log_b = jnp.where(valid, log_target - log_q, -jnp.inf)
+        any_valid = jnp.any(valid)
+        top = jnp.max(log_b)
+        log_b = jnp.where(valid, jnp.maximum(log_b, top - jnp.asarray(floor, dtype)), -jnp.inf)
+        log_b = jnp.where(any_valid, log_b, jnp.zeros_like(log_b))
+        return logspace.log_normalize(log_b), jnp.sum(~valid).astype(jnp.int32)
 
 
 @jax.tree_util.register_pytree_node_class
-class ParticleGeometry(geometry.Geometry):
-    """ott-jax geometry of the cost ``C_ij = ½‖x_i − y_j‖² · inv_scale``, dense or chunked.
+class ParticleGeometry:
+    """The cost ``C_ij = ½‖x_i − y_j‖² · inv_scale`` between particles and proposals.
 
     Both point clouds are first centred on the particles' mean: the cost is unchanged, and the
     expanded form ``‖x‖² + ‖y‖² − 2x·y`` keeps its precision when the ensemble sits far from the
     origin (so the sampler is translation equivariant to round-off).
 
-    * ``chunk_size=None``: the cost matrix is formed once and ott-jax's own dense log-domain
-      kernels are used (fastest when ``N · P`` fits in memory).
-    * ``chunk_size=c``: nothing of size ``N · P`` is ever stored. ``apply_lse_kernel`` recomputes
-      the cost ``c`` rows (or columns) at a time; see the module docstring for why this is ours and
-      not ott-jax's ``PointCloud(batch_size=...)``. Weighted applications (``vec``) are not
-      supported in this mode; Sinkhorn does not use them.
+    * ``chunk_size=None``: ``C`` and ``Cᵀ`` are formed once, so that both Sinkhorn half-steps reduce
+      along a contiguous axis (fastest when ``N · P`` fits in memory).
+    * ``chunk_size=c``: nothing of size ``N · P`` is ever stored; every reduction recomputes the
+      cost ``c`` rows (or columns) at a time (peak memory ``O(c · max(N, P))``; the price is a
+      ``d``-length dot product per entry per half-step).
 
     Args:
         x: particles ``(N, d)``.
         y: proposals ``(P, d)``.
         inv_scale: ``1 / cost_scale(x, y)`` (scalar); makes ``epsilon`` relative.
-        epsilon: entropic regularisation (relative to the median cost when ``inv_scale`` is).
         chunk_size: rows per block of the memory-bounded path, or None for dense.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> geom = ParticleGeometry(jnp.zeros((2, 1)), jnp.ones((3, 1)), inv_scale=2.0, epsilon=0.1)
+        >>> geom = ParticleGeometry(jnp.zeros((2, 1)), jnp.ones((3, 1)), inv_scale=2.0)
         >>> geom.shape, geom.cost_matrix[0].tolist()
         ((2, 3), [1.0, 1.0, 1.0])
     """
 
-    def __init__(
-        self,
-        x: jax.Array,
-        y: jax.Array,
-        *,
-        inv_scale: jax.Array | float,
-        epsilon: jax.Array | float,
-        chunk_size: int | None = None,
-        _centred: bool = False,
-    ):
+    def __init__(self, x: jax.Array, y: jax.Array, *, inv_scale: jax.Array | float,
+                 chunk_size: int | None = None, _centred: bool = False, _dense=None):
         if not _centred:
             centre = jnp.mean(x, axis=0)
             x, y = x - centre[None, :], y - centre[None, :]
         self.x, self.y = x, y
         self.inv_scale = jnp.asarray(inv_scale, x.dtype)
         self.chunk_size = chunk_size
-        cost = None if chunk_size is not None else self.cost_rows(x)
-        super().__init__(cost_matrix=cost, epsilon=epsilon)
+        if _dense is None and chunk_size is None:
+            cost = self.cost_rows(x)
+            _dense = (cost, cost.T)
+        self._dense = _dense
 
     def cost_rows(self, x_rows: jax.Array) -> jax.Array:
         """The cost between (centred) particle rows ``(c, d)`` and all proposals: ``(c, P)``."""
-        return _half_sq_dist(x_rows, self.y) * self.inv_scale
+        return 0.5 * pairwise.sq_distances(x_rows, self.y) * self.inv_scale
 
     def cost_columns(self, y_rows: jax.Array) -> jax.Array:
         """The transposed cost between (centred) proposal rows ``(c, d)`` and all particles."""
-        return _half_sq_dist(y_rows, self.x) * self.inv_scale
+        return 0.5 * pairwise.sq_distances(y_rows, self.x) * self.inv_scale
 
     @property
     def cost_matrix(self) -> jax.Array:
         """The full ``(N, P)`` cost (materialised in chunked mode: for inspection only)."""
-        if self._cost_matrix is None:
-            return self.cost_rows(self.x)
-        return self._cost_matrix
+        return self.cost_rows(self.x) if self._dense is None else self._dense[0]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -252,34 +218,31 @@ class ParticleGeometry(geometry.Geometry):
     def dtype(self):
         return self.x.dtype
 
-    @property
-    def is_symmetric(self) -> bool:
-        return False
+    def lse_rows(self, g: jax.Array, epsilon: jax.Array) -> jax.Array:
+        """``ε · LSE_j((g_j − C_ij)/ε)`` for every particle ``i``: shape ``(N,)``."""
+        if self._dense is not None:
+            return epsilon * jax.nn.logsumexp((g[None, :] - self._dense[0]) / epsilon, axis=1)
+        return chunking.map_rows(
+            lambda rows: epsilon * jax.nn.logsumexp((g[None, :] - self.cost_rows(rows))
+                                                    / epsilon, axis=1),
+            self.x, chunk_size=self.chunk_size)
 
-    def apply_lse_kernel(self, f, g, eps, vec=None, axis=0):
-        """``eps·LSE_j((g_j − C_ij)/eps)`` (``axis=1``) or ``eps·LSE_i((f_i − C_ij)/eps)`` (0)."""
-        if self.chunk_size is None:
-            return super().apply_lse_kernel(f, g, eps, vec=vec, axis=axis)
-        if vec is not None:
-            raise ValueError("ParticleGeometry in chunked mode does not support vec=...")
-        if axis == 1:
-            points, cost_fn, other = self.x, self.cost_rows, g
-        else:
-            points, cost_fn, other = self.y, self.cost_columns, f
-
-        def block(rows):
-            return eps * jax.nn.logsumexp((other[None, :] - cost_fn(rows)) / eps, axis=1)
-
-        return _row_map(block, points, self.chunk_size), jnp.ones((1,), self.dtype)
+    def lse_columns(self, f: jax.Array, epsilon: jax.Array) -> jax.Array:
+        """``ε · LSE_i((f_i − C_ij)/ε)`` for every proposal ``j``: shape ``(P,)``."""
+        if self._dense is not None:
+            return epsilon * jax.nn.logsumexp((f[None, :] - self._dense[1]) / epsilon, axis=1)
+        return chunking.map_rows(
+            lambda rows: epsilon * jax.nn.logsumexp((f[None, :] - self.cost_columns(rows))
+                                                    / epsilon, axis=1),
+            self.y, chunk_size=self.chunk_size)
 
     def tree_flatten(self):
-        children = (self.x, self.y, self.inv_scale, self._epsilon_init)
-        return children, {"chunk_size": self.chunk_size}
+        return (self.x, self.y, self.inv_scale, self._dense), {"chunk_size": self.chunk_size}
 
     @classmethod
     def tree_unflatten(cls, aux_data, children):
-        x, y, inv_scale, epsilon = children
-        return cls(x, y, inv_scale=inv_scale, epsilon=epsilon, _centred=True, **aux_data)
+        x, y, inv_scale, dense = children
+        return cls(x, y, inv_scale=inv_scale, _centred=True, _dense=dense, **aux_data)
 
 
 class Coupling(NamedTuple):
@@ -288,50 +251,68 @@ class Coupling(NamedTuple):
     Attributes:
         f: particle duals ``(N,)``.
         g: proposal duals ``(P,)``.
-        num_iters: Sinkhorn iterations run (int32; 0 for the Gibbs plan).
-        converged: whether the marginal error fell below the threshold (bool; True for Gibbs).
+        num_iterations: Sinkhorn iterations run (int32; 0 for the Gibbs plan).
+        converged: whether the marginal error fell below the tolerance (bool; True for Gibbs).
+        error: the last marginal error measured (0 for Gibbs).
     """
 
     f: jax.Array
     g: jax.Array
-    num_iters: jax.Array
+    num_iterations: jax.Array
     converged: jax.Array
+    error: jax.Array
+
+
+def _column_error(geom, f, g, log_b, epsilon, rho, balanced):
+    """ott-jax's stopping criterion: the ``L1`` error of the column marginal (balanced), or of
+    the column marginal against the gradient of the KL marginal-fit term (unbalanced)."""
+    col = jnp.exp(g / epsilon + geom.lse_columns(f, epsilon) / epsilon)
+    b = jnp.exp(log_b)
+    if balanced:
+        target = b
+    else:
+        safe_g = jnp.where(b > 0, g, jnp.zeros_like(g))
+        target = jnp.where(b > 0, b * jnp.exp(-safe_g / (epsilon * rho)), jnp.zeros_like(b))
+    return jnp.sum(jnp.abs(jnp.where(b > 0, col, jnp.zeros_like(col)) - target))
 
 
 def solve_coupling(
     geom: ParticleGeometry,
     log_b: jax.Array,
     *,
+    epsilon: jax.Array | float,
     coupling: str = "balanced",
-    rho: float = 1.0,
+    rho: jax.Array | float = 1.0,
     init: tuple[jax.Array, jax.Array] | None = None,
-    threshold: float = 1e-3,
+    tolerance: jax.Array | float = 1e-3,
     max_iterations: int = 200,
     inner_iterations: int = 5,
 ) -> Coupling:
     """The ETD plan between uniform particles ``a = 1/N`` and proposals weighted by ``b``.
 
-    * ``"balanced"``: entropic OT with both marginals imposed, solved by ott-jax's log-domain
-      Sinkhorn: ``f ← ε(log a − LSE_j((g_j − C_ij)/ε))``, ``g ← ε(log b − LSE_i((f_i − C_ij)/ε))``.
-    * ``"unbalanced"``: the column constraint is replaced by a KL penalty of weight ``ρε``; ott's
-      ``tau_b = ρ/(1+ρ)`` scales the ``g`` update. ``ρ → ∞`` recovers the balanced plan, ``ρ → 0``
-      rows ``a_i·softmax_j(−C_ij/ε)``.
+    * ``"balanced"``: entropic OT with both marginals imposed, by log-domain Sinkhorn:
+      ``g ← ε(log b − LSE_i((f_i − C_ij)/ε))`` then ``f ← ε(log a − LSE_j((g_j − C_ij)/ε))``.
+    * ``"unbalanced"``: the column constraint is replaced by a KL penalty of weight ``ρε``; the
+      ``g`` update is scaled by ``λ = ρ/(1+ρ)`` (ott-jax's ``tau_b``). ``ρ → ∞`` recovers the
+      balanced plan, ``ρ → 0`` rows ``a_i·softmax_j(−C_ij/ε)``.
     * ``"gibbs"`` (semi-relaxed): no iterations; each row is ``a_i·softmax_j(log b_j − C_ij/ε)``,
       i.e. ``g = ε log b`` and one ``f`` update.
 
-    Duals from the previous step can be passed as ``init`` (warm start); non-finite entries are
-    reset to 0. ott's Sinkhorn tests the L1 marginal error every ``inner_iterations`` iterations,
-    so ``num_iters`` is a multiple of it.
+    Sinkhorn stops when the ``L1`` error of the column marginal (the proposal mass the plan
+    misallocates) falls below ``tolerance``; it is checked every ``inner_iterations`` iterations,
+    so ``num_iterations`` is a multiple of it. Duals from the previous step can be passed as
+    ``init`` (warm start); non-finite entries are reset to 0.
 
     Args:
         geom: a :class:`ParticleGeometry` with ``N`` rows and ``P`` columns.
         log_b: normalised log proposal weights ``(P,)`` (``-inf`` allowed: zero weight).
+        epsilon: entropic regularisation ``ε > 0`` (relative when the geometry is scaled).
         coupling: ``"balanced"``, ``"unbalanced"`` or ``"gibbs"``.
-        rho: the unbalanced KL weight ``ρ > 0`` (relative to ``ε``).
+        rho: the unbalanced KL weight ``ρ > 0`` (relative to ``ε``; may be traced).
         init: optional ``(f, g)`` warm start of shapes ``(N,)``, ``(P,)``.
-        threshold: Sinkhorn's tolerance on the L1 marginal error.
-        max_iterations: Sinkhorn's iteration cap.
-        inner_iterations: iterations between two error checks.
+        tolerance: tolerance on the marginal error (may be traced).
+        max_iterations: iteration cap (static).
+        inner_iterations: iterations between two error checks (static).
 
     Returns:
         A :class:`Coupling`.
@@ -340,45 +321,48 @@ def solve_coupling(
         >>> import jax, jax.numpy as jnp
         >>> x = jax.random.normal(jax.random.key(0), (4, 2))
         >>> y = jax.random.normal(jax.random.key(1), (8, 2))
-        >>> geom = ParticleGeometry(x, y, inv_scale=1 / cost_scale(x, y), epsilon=0.1)
-        >>> plan = solve_coupling(geom, jnp.full(8, -jnp.log(8.0)), threshold=1e-5)
+        >>> geom = ParticleGeometry(x, y, inv_scale=1 / cost_scale(x, y))
+        >>> plan = solve_coupling(geom, jnp.full(8, -jnp.log(8.0)), epsilon=0.1, tolerance=1e-5)
         >>> bool(plan.converged), plan.f.shape, plan.g.shape
         (True, (4,), (8,))
     """
-    if coupling not in COUPLINGS:
-        raise ValueError(f"coupling must be one of {COUPLINGS}, got {coupling!r}")
-    n, p = geom.shape
-    dtype = geom.dtype
-    eps = geom.epsilon
-    log_a = jnp.full((n,), -jnp.log(jnp.asarray(n, dtype)), dtype)
-    if coupling == "gibbs":
-        g = eps * log_b
-        f = geom.update_potential(jnp.zeros((n,), dtype), g, log_a, axis=1)
-        return Coupling(f, g, jnp.zeros((), jnp.int32), jnp.ones((), bool))
-    if init is None:
-        init = (jnp.zeros((n,), dtype), jnp.zeros((p,), dtype))
-    init = tuple(jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v)) for v in init)
-    tau_b = 1.0 if coupling == "balanced" else rho / (1.0 + rho)
-    return _sinkhorn(geom, log_a, log_b, init, tau_b, threshold, max_iterations, inner_iterations)
+    with jax.named_scope("sinkhorn"):
+        n, p = geom.shape
+        dtype = geom.dtype
+        eps = jnp.asarray(epsilon, dtype)
+        log_a = jnp.full((n,), -jnp.log(jnp.asarray(n, dtype)), dtype)
+        if coupling == "gibbs":
+            g = eps * log_b
+            f = eps * log_a - geom.lse_rows(g, eps)
+            return Coupling(f, g, jnp.zeros((), jnp.int32), jnp.ones((), bool),
+                            jnp.zeros((), dtype))
+        balanced = coupling == "balanced"
+        rho = jnp.asarray(rho, dtype)
+        scale_g = jnp.ones((), dtype) if balanced else rho / (1 + rho)
+        tolerance = jnp.asarray(tolerance, dtype)
+        if init is None:
+            init = (jnp.zeros((n,), dtype), jnp.zeros((p,), dtype))
+        f, g = (jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v)) for v in init)
 
+        def update(f, g):
+            lse = geom.lse_columns(f, eps)
+            # a column without mass has LSE −inf; ott-jax zeroes it so that g = ε log b (= −inf)
+            g = scale_g * (eps * log_b - jnp.where(jnp.isfinite(lse), lse, jnp.zeros_like(lse)))
+            return eps * log_a - geom.lse_rows(g, eps), g
 
-# jitted so that eager callers compile Sinkhorn's loop once per shape, not at every call
-@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
-def _sinkhorn(geom, log_a, log_b, init, tau_b, threshold, max_iterations, inner_iterations):
-    problem = linear_problem.LinearProblem(
-        geom, a=jnp.exp(log_a), b=jnp.exp(log_b), tau_a=1.0, tau_b=tau_b
-    )
-    solver = sinkhorn.Sinkhorn(
-        lse_mode=True,
-        threshold=threshold,
-        max_iterations=max_iterations,
-        inner_iterations=inner_iterations,
-    )
-    # ott-jax's error check relies on implicit rank broadcasting (and mixes weak-typed constants),
-    # so it runs under jax's default promotion rules even when the caller asked for strict ones.
-    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
-        out = solver(problem, init=init)
-    return Coupling(out.f, out.g, out.n_iters.astype(jnp.int32), out.converged)
+        def block(carry):
+            iterations, f, g, _ = carry
+            f, g = jax.lax.fori_loop(0, inner_iterations, lambda _, fg: update(*fg), (f, g))
+            error = _column_error(geom, f, g, log_b, eps, rho, balanced)
+            return iterations + inner_iterations, f, g, error
+
+        def keep_going(carry):
+            iterations, _, _, error = carry
+            return (iterations < max_iterations) & ~(error < tolerance)
+
+        start = (jnp.zeros((), jnp.int32), f, g, jnp.full((), jnp.inf, dtype))
+        iterations, f, g, error = jax.lax.while_loop(keep_going, block, start)
+        return Coupling(f, g, iterations, error < tolerance, error)
 
 
 class RowUpdate(NamedTuple):
@@ -401,12 +385,14 @@ def transport_rows(
     g: jax.Array,
     proposals: jax.Array,
     *,
+    epsilon: jax.Array | float,
     update: str = "categorical",
 ) -> RowUpdate:
     """Draws (or averages) each particle's proposal from its row-normalised plan.
 
     The row-normalised plan is ``γ̃_ij = softmax_j((g_j − C_ij)/ε)`` (``f_i`` cancels). With
-    ``update="categorical"`` particle ``i`` draws ``j_i ~ Cat(γ̃_i·)`` with its own key
+    ``update="categorical"`` particle ``i`` draws ``j_i ~ Cat(γ̃_i·)`` by inverse CDF
+    (:func:`jaxsample.kernels.logspace.categorical`) with its own key
     (``jax.random.split(key, N)[i]``), so that ``E[#{i: j_i = j}] = Σ_i γ̃_ij`` (``= N b_j`` for a
     converged balanced plan); with ``"barycentric"`` it gets ``Σ_j γ̃_ij y_j``. Rows are processed in
     blocks of ``geom.chunk_size`` when the geometry is chunked, so the plan is never formed.
@@ -416,6 +402,7 @@ def transport_rows(
         geom: the :class:`ParticleGeometry` the plan was solved on.
         g: proposal duals ``(P,)``.
         proposals: the proposals ``y`` in original (uncentred) coordinates, ``(P, d)``.
+        epsilon: the ``ε`` the plan was solved with.
         update: ``"categorical"`` or ``"barycentric"``.
 
     Returns:
@@ -424,33 +411,31 @@ def transport_rows(
     Example:
         >>> import jax, jax.numpy as jnp
         >>> x, y = jnp.zeros((3, 1)), jnp.array([[0.0], [5.0]])
-        >>> geom = ParticleGeometry(x, y, inv_scale=1.0, epsilon=0.01)
-        >>> transport_rows(jax.random.key(0), geom, jnp.zeros(2), y).picks.tolist()
+        >>> geom = ParticleGeometry(x, y, inv_scale=1.0)
+        >>> transport_rows(jax.random.key(0), geom, jnp.zeros(2), y, epsilon=0.01).picks.tolist()
         [0, 0, 0]
     """
-    if update not in _UPDATES:
-        raise ValueError(f"update must be one of {_UPDATES}, got {update!r}")
-    n = geom.shape[0]
-    eps = geom.epsilon
+    with jax.named_scope("transport_rows"):
+        n = geom.shape[0]
+        eps = jnp.asarray(epsilon, geom.dtype)
 
-    def block(cost_rows, keys):
-        log_rows = jax.nn.log_softmax((g[None, :] - cost_rows) / eps, axis=1)
-        row_ess = jnp.exp(-jax.nn.logsumexp(2 * log_rows, axis=1))
-        if update == "categorical":
-            picks = jax.vmap(jax.random.categorical)(keys, log_rows).astype(jnp.int32)
-            targets = proposals[picks]
+        def from_cost(cost_rows, keys):
+            log_rows = jax.nn.log_softmax((g[None, :] - cost_rows) / eps, axis=1)
+            row_ess = jnp.exp(-jax.nn.logsumexp(2 * log_rows, axis=1))
+            if update == "categorical":
+                picks = jax.vmap(logspace.categorical)(keys, log_rows)
+                targets = proposals[picks]
+            else:
+                picks = jnp.full((cost_rows.shape[0],), -1, jnp.int32)
+                targets = jnp.matmul(jnp.exp(log_rows), proposals,
+                                     precision=jax.lax.Precision.HIGHEST)
+            return targets, picks, row_ess
+
+        keys = jax.random.split(key, n)
+        if geom.chunk_size is None:
+            targets, picks, row_ess = from_cost(geom.cost_matrix, keys)
         else:
-            picks = jnp.full((cost_rows.shape[0],), -1, jnp.int32)
-            targets = jnp.matmul(
-                jnp.exp(log_rows), proposals, precision=jax.lax.Precision.HIGHEST
-            )
-        return targets, picks, row_ess
-
-    keys = jax.random.split(key, n)
-    if geom.chunk_size is None:
-        targets, picks, row_ess = block(geom.cost_matrix, keys)
-    else:
-        targets, picks, row_ess = _row_map(
-            lambda args: block(geom.cost_rows(args[0]), args[1]), (geom.x, keys), geom.chunk_size
-        )
-    return RowUpdate(targets, picks, row_ess)
+            targets, picks, row_ess = chunking.map_rows(
+                lambda rows, keys: from_cost(geom.cost_rows(rows), keys), geom.x, keys,
+                chunk_size=geom.chunk_size)
+        return RowUpdate(targets, picks, row_ess)

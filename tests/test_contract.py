@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from contract import KEY
 from contract import gaussian_resolvent  # noqa: E402
+from contract import particles_etd  # noqa: E402
+from contract import particles_mmsold  # noqa: E402
 from contract import softmax_two_level  # noqa: E402
 from contract import subset_leverage  # noqa: E402
 
@@ -22,6 +24,8 @@ import jaxsample.core
 
 _MODULES = [
     gaussian_resolvent,
+    particles_etd,
+    particles_mmsold,
     softmax_two_level,
     subset_leverage,
 ]

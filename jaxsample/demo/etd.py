@@ -19,26 +19,15 @@ from jaxsample.demo import Section, SectionReport
 
 
 def _svgd(logdensity_fn, x0, num_steps, learning_rate):
-    """BlackJAX SVGD final particles, or None when BlackJAX is not installed."""
+    """BlackJAX SVGD final particles (jaxsample.particles.svgd), or None without BlackJAX."""
     try:
-        import blackjax
-        import optax
+        import blackjax  # noqa: F401
     except ImportError:
         return None
-    svgd = blackjax.svgd(
-        jax.grad(logdensity_fn),
-        optax.adam(learning_rate),
-        kernel=blackjax.vi.svgd.rbf_kernel,
-        update_kernel_parameters=blackjax.vi.svgd.update_median_heuristic,
-    )
+    from jaxsample.particles import svgd
 
-    @jax.jit
-    def run(x):
-        state = svgd.init(x, {"length_scale": jnp.asarray(1.0, x.dtype)})
-        state = jax.lax.fori_loop(0, num_steps, lambda _, s: svgd.step(s), state)
-        return state.particles
-
-    return run(x0)
+    return jax.jit(lambda x: svgd(logdensity_fn, x, num_steps=num_steps,
+                                  learning_rate=learning_rate))(x0)
 
 
 def _run(key: jax.Array, outdir: Path) -> SectionReport:

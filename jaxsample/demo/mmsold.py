@@ -25,14 +25,14 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     import jaxsample
     from jaxsample.datasets import checkerboard
     from jaxsample.diagnostics import sliced_wasserstein
-    from jaxsample.particles.mmsold import cfdm_sample, exact_tilt, smoothed_langevin
+    from jaxsample.particles import cfdm_sample, exact_tilt, sample_kde, smoothed_langevin
 
     keys = jax.random.split(key, 8)
     angles = np.arange(12) * (2 * np.pi / 12)
     circle = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
     rows, clouds = [], {}
 
-    tilt = exact_tilt(circle, kernel_bandwidth=CIRCLE_BANDWIDTH, smoothing=CIRCLE_SMOOTHING,
+    tilt = exact_tilt(circle, bandwidth=CIRCLE_BANDWIDTH, smoothing=CIRCLE_SMOOTHING,
                       grid_size=61, num_quadrature=16)
     grid_radius = np.linalg.norm(tilt.grid, axis=1)
     cell = tilt.cell_volume
@@ -40,12 +40,13 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
                               ("naive e^{-V} (quadrature)", tilt.naive_log_density)]:
         rows.append(["circle", name, *_radius_stats(grid_radius, np.exp(log_density) * cell),
                      None, None])
-    kwargs = dict(kernel_bandwidth=CIRCLE_BANDWIDTH, smoothing=CIRCLE_SMOOTHING,
+    kwargs = dict(bandwidth=CIRCLE_BANDWIDTH, smoothing=CIRCLE_SMOOTHING,
                   num_smoothing_samples=16, step_size=1e-3)
     for name, make in [("MM-SOLD", jaxsample.mmsold), ("naive smoothed Langevin",
                                                         smoothed_langevin)]:
         alg = make(jnp.asarray(circle), **kwargs)
-        state, info = jaxsample.run(keys[0], alg, alg.init(keys[1], 800), 200)
+        start = sample_kde(keys[1], circle, 800, bandwidth=CIRCLE_BANDWIDTH)
+        state, info = jaxsample.run(keys[0], alg, alg.init(start, rng_key=keys[7]), 200)
         z = np.asarray(state.positions)
         clouds[("circle", name)] = z
         rows.append(["circle", name, *_radius_stats(np.linalg.norm(z, axis=1)),
@@ -53,12 +54,13 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
 
     data = checkerboard(keys[2], 500)
     target = checkerboard(keys[3], 4000)
-    board = dict(kernel_bandwidth=0.02, smoothing=0.02, num_smoothing_samples=2,
+    board = dict(bandwidth=0.02, smoothing=0.02, num_smoothing_samples=2,
                  step_size=5e-4)
     for name, make in [("MM-SOLD", jaxsample.mmsold), ("naive smoothed Langevin",
                                                         smoothed_langevin)]:
         alg = make(data, **board)
-        state, info = jaxsample.run(keys[4], alg, alg.init(keys[5], 600), 150)
+        start = sample_kde(keys[5], data, 600, bandwidth=board["bandwidth"])
+        state, info = jaxsample.run(keys[4], alg, alg.init(start, rng_key=keys[7]), 150)
         clouds[("checkerboard", name)] = np.asarray(state.positions)
         rows.append(["checkerboard", name, None, None, float(info.cov_residual[-1]),
                      float(sliced_wasserstein(keys[6], state.positions, target))])

@@ -1,1 +1,50 @@
-"""Interacting-particle samplers (ETD, MM-SOLD and their baselines)."""
+"""Interacting-particle samplers: ETD and MM-SOLD, their baselines and MM-SOLD's tilt.
+
+Methods (each module follows the sampler contract: ``init``, ``build_kernel``, a constructor):
+
+* :mod:`jaxsample.particles.etd` — entropic transport descent (:func:`etd`);
+* :mod:`jaxsample.particles.mmsold` — moment-matched score-smoothed Langevin (:func:`mmsold`),
+  started with :func:`sample_kde`.
+
+Baselines (:mod:`jaxsample.particles.baselines`): :func:`smoothed_langevin`, :func:`cfdm_sample`,
+:func:`svgd` (BlackJAX, optional). MM-SOLD's large-particle limit: :func:`exact_tilt`,
+:func:`plugin_tilt`.
+"""
+
+from jaxsample.particles._tilt import ExactTilt as ExactTilt
+from jaxsample.particles._tilt import Tilt as Tilt
+from jaxsample.particles._tilt import exact_tilt as exact_tilt
+from jaxsample.particles._tilt import plugin_tilt as plugin_tilt
+from jaxsample.particles.baselines import CFDMInfo as CFDMInfo
+from jaxsample.particles.baselines import cfdm_sample as cfdm_sample
+from jaxsample.particles.baselines import smoothed_langevin as smoothed_langevin
+from jaxsample.particles.baselines import svgd as svgd
+from jaxsample.particles.etd import ETDInfo as ETDInfo
+from jaxsample.particles.etd import ETDState as ETDState
+from jaxsample.particles.etd import etd as etd
+from jaxsample.particles.mmsold import MMSOLDInfo as MMSOLDInfo
+from jaxsample.particles.mmsold import MMSOLDState as MMSOLDState
+from jaxsample.particles.mmsold import MomentTargets as MomentTargets
+from jaxsample.particles.mmsold import mmsold as mmsold
+from jaxsample.particles.mmsold import moment_targets as moment_targets
+from jaxsample.particles.mmsold import sample_kde as sample_kde
+
+__all__ = [
+    "CFDMInfo",
+    "ETDInfo",
+    "ETDState",
+    "ExactTilt",
+    "MMSOLDInfo",
+    "MMSOLDState",
+    "MomentTargets",
+    "Tilt",
+    "cfdm_sample",
+    "etd",
+    "exact_tilt",
+    "mmsold",
+    "moment_targets",
+    "plugin_tilt",
+    "sample_kde",
+    "smoothed_langevin",
+    "svgd",
+]

@@ -23,7 +23,12 @@ arXiv:2606.25265 (2026). One step moves ``N`` particles ``x_i`` (uniform weights
 
 The step is the discrete form of a JKO step ``argmin_ρ KL(ρ‖π) + W₂²(ρ_k, ρ)/2τ`` relaxed to
 couplings, with ``ε`` playing the role of ``τ``; see :mod:`jaxsample.kernels.transport` for the
-transport pieces (ott-jax Sinkhorn, with a memory-bounded chunked geometry).
+transport pieces (log-domain Sinkhorn with a memory-bounded chunked geometry).
+
+The module follows the sampler contract: :func:`init`, :func:`build_kernel` (static structure
+only, cached) and the constructor :func:`etd`, whose float hyper-parameters are traced values, so
+algorithms that differ only in ``epsilon``, ``proposal_step``, … share one compilation of
+:func:`jaxsample.run` and ``jax.vmap`` over them works.
 
 **Choosing ε and the step.** ``ε`` is relative to the median cost, so it does not need rescaling
 with the dimension: ``ε ≈ 0.05–0.5`` works; small ``ε`` sends particles to their nearest
@@ -33,27 +38,35 @@ to ``b`` (a plain importance resampling that forgets where particles were). The 
 concentrate on a few proposals, rows of the plan degenerate and particles are duplicated until the
 ensemble's variance collapses (as SVGD's does). The default ``α = 0.5`` keeps the weights balanced
 on standard-scale targets up to ``d ≈ 50`` with 100 particles (at ``d = 100`` it collapses too; see
-``tests/test_etd.py`` and ``bench/results_etd.md``); scale
-``α`` with the square of the target's length scale, and watch ``info.weight_ess`` and
-``info.num_distinct``: if they fall to a handful, raise ``α`` or ``num_proposals``, or add
-``mutation_steps``.
+``bench/results_etd.md``); scale ``α`` with the square of the target's length scale, and watch
+``info.weight_ess`` and ``info.num_distinct``: if they fall to a handful, raise ``α`` or
+``num_proposals``, or add ``mutation_steps``.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxsample._checks import check_chunk_size, check_int, check_number
-from jaxsample.core import SamplingAlgorithm
+from jaxsample._checks import (
+    check_array,
+    check_callable,
+    check_choice,
+    check_chunk_size,
+    check_hyperparameter,
+    check_int,
+    is_concrete,
+)
+from jaxsample.core import SamplingAlgorithm, Step
 from jaxsample.kernels import transport
 
 __all__ = ["ETDInfo", "ETDState", "build_kernel", "etd", "init"]
-
-_UPDATES = ("categorical", "barycentric")
 
 
 class ETDState(NamedTuple):
@@ -74,7 +87,7 @@ class ETDInfo(NamedTuple):
     """Per-step diagnostics (scalars).
 
     Attributes:
-        sinkhorn_iters: Sinkhorn iterations of this step (0 for the Gibbs coupling).
+        num_iterations: Sinkhorn iterations of this step (0 for the Gibbs coupling).
         converged: whether Sinkhorn met its tolerance.
         coupling_ess: mean over particles of ``1/Σ_j γ̃_ij²``: how many proposals a particle
             effectively chooses among.
@@ -89,7 +102,7 @@ class ETDInfo(NamedTuple):
             not finite, the particles stay where they were this step, so positions stay finite.
     """
 
-    sinkhorn_iters: jax.Array
+    num_iterations: jax.Array
     converged: jax.Array
     coupling_ess: jax.Array
     weight_ess: jax.Array
@@ -100,31 +113,35 @@ class ETDInfo(NamedTuple):
     nonfinite: jax.Array
 
 
-def init(positions: jax.Array, num_proposals: int) -> ETDState:
-    """Initial state: the particles and zero duals.
+def init(position: jax.Array, num_proposals: int = 25, *, rng_key: jax.Array | None = None
+         ) -> ETDState:
+    """Initial state: the particles and zero duals (deterministic; ``rng_key`` is unused).
 
     Args:
-        positions: initial particles ``(N, d)``, floating point.
+        position: initial particles ``(N, d)``, floating point (valid: the constructor's ``init``
+            checks it).
         num_proposals: proposals per particle ``M`` (sets the size of ``g``).
+        rng_key: unused (ETD's start is deterministic); accepted for the common signature.
 
     Returns:
         An :class:`ETDState`.
     """
-    positions = jnp.asarray(positions)
-    n = positions.shape[0]
+    del rng_key
+    position = jnp.asarray(position)
+    n = position.shape[0]
     return ETDState(
-        positions,
-        jnp.zeros((n,), positions.dtype),
-        jnp.zeros((n * num_proposals,), positions.dtype),
+        position,
+        jnp.zeros((n,), position.dtype),
+        jnp.zeros((n * num_proposals,), position.dtype),
     )
 
 
-def _clip_by_norm(v: jax.Array, max_norm: float | None) -> jax.Array:
-    if max_norm is None:
-        return v
+def _clip_by_norm(v: jax.Array, max_norm: jax.Array) -> jax.Array:
+    """Rows rescaled to norm ``<= max_norm``; ``max_norm = 0`` (or ``inf``) means no clipping."""
     norm = jnp.linalg.norm(v, axis=-1, keepdims=True)
     floor = jnp.asarray(1e-8, v.dtype)
-    return v * jnp.minimum(jnp.ones_like(norm), max_norm / jnp.maximum(norm, floor))
+    factor = jnp.minimum(jnp.ones_like(norm), max_norm / jnp.maximum(norm, floor))
+    return v * jnp.where(max_norm > 0, factor, jnp.ones_like(factor))
 
 
 def _count_distinct(picks: jax.Array) -> jax.Array:
@@ -132,146 +149,167 @@ def _count_distinct(picks: jax.Array) -> jax.Array:
     return (1 + jnp.sum(ordered[1:] != ordered[:-1])).astype(jnp.int32)
 
 
+def _log_density(logdensity_fn, x):
+    values = jax.vmap(logdensity_fn)(x).astype(x.dtype)
+    return jnp.where(jnp.isnan(values), -jnp.inf, values)
+
+
+def _drift(score_fn, x, score_clip):
+    """Clipped score with non-finite rows zeroed, and whether any was non-finite."""
+    s = jax.vmap(score_fn)(x).astype(x.dtype)
+    ok = jnp.all(jnp.isfinite(s), axis=1, keepdims=True)
+    return _clip_by_norm(jnp.where(ok, s, jnp.zeros_like(s)), score_clip), ~jnp.all(ok)
+
+
+def _mutate(key, x, logdensity_fn, score_fn, num_steps, step_size, score_clip):
+    """``num_steps`` MALA (score) or random-walk Metropolis (score-free) steps on every particle."""
+    dtype = x.dtype
+    h = step_size
+    with_score = score_fn is not None
+
+    def parts(z):
+        logp = _log_density(logdensity_fn, z)
+        if with_score:
+            s, bad = _drift(score_fn, z, score_clip)
+            return logp, z + h * s, bad
+        return logp, z, jnp.zeros((), bool)
+
+    def one(carry, step_key):
+        z, logp, mean, bad = carry
+        k_noise, k_accept = jax.random.split(step_key)
+        prop = mean + jnp.sqrt(2 * h) * jax.random.normal(k_noise, z.shape, dtype)
+        logp_prop, mean_prop, bad_prop = parts(prop)
+        log_ratio = logp_prop - logp
+        if with_score:
+            back = jnp.sum(jnp.square(z - mean_prop), axis=1)
+            fwd = jnp.sum(jnp.square(prop - mean), axis=1)
+            log_ratio = log_ratio + (fwd - back) / (4 * h)
+        log_u = jnp.log(jax.random.uniform(k_accept, logp.shape, dtype))
+        accept = log_u < log_ratio  # False for NaN ratios
+
+        def pick(new, old):
+            return jnp.where(accept.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
+
+        carry = (pick(prop, z), pick(logp_prop, logp), pick(mean_prop, mean), bad | bad_prop)
+        return carry, jnp.mean(accept.astype(dtype))
+
+    logp, mean, bad = parts(x)
+    (x, _, _, bad), accepted = jax.lax.scan(
+        one, (x, logp, mean, bad), jax.random.split(key, num_steps)
+    )
+    return x, jnp.mean(accepted), bad
+
+
+@functools.cache
 def build_kernel(
-    logdensity_fn: Callable,
-    score_fn: Callable | None,
     *,
-    num_proposals: int,
-    epsilon: float,
-    proposal_step: float,
-    coupling: str,
-    update: str,
-    step_fraction: float,
-    mutation_steps: int,
-    mutation_step_size: float,
-    rho: float,
-    score_clip: float | None,
-    warm_start: bool,
-    sinkhorn_threshold: float,
-    max_sinkhorn_iterations: int,
-    chunk_size: int | None,
+    coupling: str = "balanced",
+    update: str = "categorical",
+    mutation_steps: int = 0,
+    warm_start: bool = False,
+    max_iterations: int = 200,
+    chunk_size: int | None = None,
 ) -> Callable:
-    """The ETD step ``step(key, state) -> (state, info)`` for validated settings (see ``etd``)."""
+    """The ETD transition for a static structure (cached: equal structure, same function).
 
-    def log_density(x):
-        values = jax.vmap(logdensity_fn)(x).astype(x.dtype)
-        return jnp.where(jnp.isnan(values), -jnp.inf, values)
+    Args:
+        coupling: ``"balanced"``, ``"unbalanced"`` or ``"gibbs"``.
+        update: ``"categorical"`` or ``"barycentric"``.
+        mutation_steps: π-invariant MALA / random-walk Metropolis steps after the update.
+        warm_start: start Sinkhorn from the state's duals.
+        max_iterations: Sinkhorn's iteration cap.
+        chunk_size: particle rows per block of every ``N × P`` interaction, or None (dense).
 
-    def drift(x):
-        """Clipped score with non-finite rows zeroed, and whether any was non-finite."""
-        s = jax.vmap(score_fn)(x).astype(x.dtype)
-        ok = jnp.all(jnp.isfinite(s), axis=1, keepdims=True)
-        return _clip_by_norm(jnp.where(ok, s, jnp.zeros_like(s)), score_clip), ~jnp.all(ok)
+    Returns:
+        ``kernel(key, state, logdensity_fn, score_fn=None, *, epsilon, proposal_step,
+        step_fraction, mutation_step_size, rho, score_clip, tolerance) -> (ETDState, ETDInfo)``.
+        The float arguments may be traced; ``score_clip = 0`` means no clipping. Inputs are valid
+        (the constructor :func:`etd` checked them).
+    """
 
-    def mutate(key, x):
-        """``mutation_steps`` MALA (score) or random-walk Metropolis (score-free) steps."""
-        dtype = x.dtype
-        h = jnp.asarray(mutation_step_size, dtype)
-        with_score = score_fn is not None
+    def kernel(key: jax.Array, state: ETDState, logdensity_fn: Callable,
+               score_fn: Callable | None = None, *, epsilon, proposal_step, step_fraction=1.0,
+               mutation_step_size=None, rho=1.0, score_clip=5.0, tolerance=1e-2
+               ) -> tuple[ETDState, ETDInfo]:
+        with jax.named_scope("etd_step"):
+            x = state.positions
+            n, d = x.shape
+            dtype = x.dtype
+            num_proposals = state.g.shape[0] // n
+            cast = lambda v: jnp.asarray(v, dtype)
+            alpha, eta, clip = cast(proposal_step), cast(step_fraction), cast(score_clip)
+            h_mutation = alpha if mutation_step_size is None else cast(mutation_step_size)
+            key_prop, key_pick, key_mut = jax.random.split(key, 3)
+            sigma = jnp.sqrt(2 * alpha)
 
-        def parts(z):
-            logp = log_density(z)
-            if with_score:
-                s, bad = drift(z)
-                return logp, z + h * s, bad
-            return logp, z, jnp.zeros((), bool)
+            with jax.named_scope("proposals"):
+                if score_fn is not None:
+                    s, bad_score = _drift(score_fn, x, clip)
+                    centres = x + alpha * s
+                else:
+                    centres, bad_score = x, jnp.zeros((), bool)
+                noise = jax.random.normal(key_prop, (n * num_proposals, d), dtype)
+                proposals = jnp.repeat(centres, num_proposals, axis=0) + sigma * noise
+                log_target = _log_density(logdensity_fn, proposals)
 
-        def one(carry, step_key):
-            z, logp, mean, bad = carry
-            k_noise, k_accept = jax.random.split(step_key)
-            prop = mean + jnp.sqrt(2 * h) * jax.random.normal(k_noise, z.shape, dtype)
-            logp_prop, mean_prop, bad_prop = parts(prop)
-            log_ratio = logp_prop - logp
-            if with_score:
-                back = jnp.sum(jnp.square(z - mean_prop), axis=1)
-                fwd = jnp.sum(jnp.square(prop - mean), axis=1)
-                log_ratio = log_ratio + (fwd - back) / (4 * h)
-            log_u = jnp.log(jax.random.uniform(k_accept, logp.shape, dtype))
-            accept = log_u < log_ratio  # False for NaN ratios
-            pick = lambda new, old: jnp.where(accept.reshape((-1,) + (1,) * (new.ndim - 1)),
-                                              new, old)
-            carry = (pick(prop, z), pick(logp_prop, logp), pick(mean_prop, mean), bad | bad_prop)
-            return carry, jnp.mean(accept.astype(dtype))
+            log_b, num_invalid = transport.proposal_log_weights(
+                log_target, proposals, centres, sigma, chunk_size=chunk_size)
+            with jax.named_scope("cost"):
+                scale = transport.cost_scale(x, proposals)
+                geom = transport.ParticleGeometry(x, proposals, inv_scale=1 / scale,
+                                                  chunk_size=chunk_size)
+            plan = transport.solve_coupling(
+                geom, log_b, epsilon=cast(epsilon), coupling=coupling, rho=cast(rho),
+                init=(state.f, state.g) if warm_start else None, tolerance=cast(tolerance),
+                max_iterations=max_iterations)
+            rows = transport.transport_rows(key_pick, geom, plan.g, proposals,
+                                            epsilon=cast(epsilon), update=update)
 
-        logp, mean, bad = parts(x)
-        (x, _, _, bad), accepted = jax.lax.scan(
-            one, (x, logp, mean, bad), jax.random.split(key, mutation_steps)
-        )
-        return x, jnp.mean(accepted), bad
+            moved = (1 - eta) * x + eta * rows.targets
+            any_valid = num_invalid < proposals.shape[0]
+            # NaN duals make every row's logits NaN and the categorical draw returns an arbitrary
+            # finite index (so the check on `moved` alone would pass): keep the particles where
+            # they were. -inf entries of g are legitimate (zero-weight proposals).
+            plan_ok = ~jnp.any(jnp.isnan(plan.g)) & ~jnp.any(jnp.isnan(plan.f))
+            x_new = jnp.where(any_valid & plan_ok & jnp.all(jnp.isfinite(moved)), moved, x)
+            if mutation_steps > 0:
+                with jax.named_scope("mutation"):
+                    x_new, acceptance, bad_mut = _mutate(key_mut, x_new, logdensity_fn, score_fn,
+                                                         mutation_steps, h_mutation, clip)
+            else:
+                acceptance, bad_mut = jnp.ones((), dtype), jnp.zeros((), bool)
 
-    def step(key: jax.Array, state: ETDState) -> tuple[ETDState, ETDInfo]:
-        x = state.positions
-        n, d = x.shape
-        dtype = x.dtype
-        key_prop, key_pick, key_mut = jax.random.split(key, 3)
-        alpha = jnp.asarray(proposal_step, dtype)
-        sigma = jnp.sqrt(2 * alpha)
+            duals_ok = jnp.all(jnp.isfinite(plan.f)) & jnp.all(jnp.isfinite(plan.g))
+            f = jnp.where(duals_ok, plan.f, jnp.zeros_like(plan.f))
+            g = jnp.where(duals_ok, plan.g, jnp.zeros_like(plan.g))
+            if update == "categorical":
+                num_distinct = _count_distinct(rows.picks)
+            else:
+                num_distinct = jnp.asarray(n, jnp.int32)
+            info = ETDInfo(
+                num_iterations=plan.num_iterations,
+                converged=plan.converged,
+                coupling_ess=jnp.mean(rows.row_ess),
+                weight_ess=jnp.exp(-jax.nn.logsumexp(2 * log_b)),
+                num_distinct=num_distinct,
+                num_invalid=num_invalid,
+                cost_scale=scale,
+                acceptance_rate=acceptance,
+                nonfinite=(num_invalid > 0) | bad_score | bad_mut | ~duals_ok,
+            )
+            return ETDState(x_new, f, g), info
 
-        if score_fn is not None:
-            s, bad_score = drift(x)
-            centres = x + alpha * s
-        else:
-            centres, bad_score = x, jnp.zeros((), bool)
-        noise = jax.random.normal(key_prop, (n * num_proposals, d), dtype)
-        proposals = jnp.repeat(centres, num_proposals, axis=0) + sigma * noise
-
-        log_b, num_invalid = transport.proposal_log_weights(
-            log_density(proposals), proposals, centres, sigma, chunk_size=chunk_size
-        )
-        scale = transport.cost_scale(x, proposals)
-        geom = transport.ParticleGeometry(
-            x, proposals, inv_scale=1 / scale, epsilon=epsilon, chunk_size=chunk_size
-        )
-        warm = (state.f, state.g) if warm_start else None
-        plan = transport.solve_coupling(
-            geom,
-            log_b,
-            coupling=coupling,
-            rho=rho,
-            init=warm,
-            threshold=sinkhorn_threshold,
-            max_iterations=max_sinkhorn_iterations,
-        )
-        rows = transport.transport_rows(key_pick, geom, plan.g, proposals, update=update)
-
-        eta = jnp.asarray(step_fraction, dtype)
-        moved = (1 - eta) * x + eta * rows.targets
-        any_valid = num_invalid < proposals.shape[0]
-        # NaN duals make every row's logits NaN and the categorical draw silently returns index 0
-        # (finite, so the check on `moved` alone would pass): keep the particles where they were.
-        # -inf entries of g are legitimate (zero-weight proposals), so only NaN is tested.
-        plan_ok = ~jnp.any(jnp.isnan(plan.g)) & ~jnp.any(jnp.isnan(plan.f))
-        x_new = jnp.where(any_valid & plan_ok & jnp.all(jnp.isfinite(moved)), moved, x)
-        if mutation_steps > 0:
-            x_new, acceptance, bad_mut = mutate(key_mut, x_new)
-        else:
-            acceptance, bad_mut = jnp.ones((), dtype), jnp.zeros((), bool)
-
-        duals_ok = jnp.all(jnp.isfinite(plan.f)) & jnp.all(jnp.isfinite(plan.g))
-        f = jnp.where(duals_ok, plan.f, jnp.zeros_like(plan.f))
-        g = jnp.where(duals_ok, plan.g, jnp.zeros_like(plan.g))
-        if update == "categorical":
-            num_distinct = _count_distinct(rows.picks)
-        else:
-            num_distinct = jnp.asarray(n, jnp.int32)
-        info = ETDInfo(
-            sinkhorn_iters=plan.num_iters,
-            converged=plan.converged,
-            coupling_ess=jnp.mean(rows.row_ess),
-            weight_ess=jnp.exp(-jax.nn.logsumexp(2 * log_b)),
-            num_distinct=num_distinct,
-            num_invalid=num_invalid,
-            cost_scale=scale,
-            acceptance_rate=acceptance,
-            nonfinite=(num_invalid > 0) | bad_score | bad_mut | ~duals_ok,
-        )
-        return ETDState(x_new, f, g), info
-
-    return step
+    return kernel
 
 
-
-
+def _score_clip(value):
+    """``None``, ``0`` and ``inf`` all mean no clipping (stored as 0, the kernel's convention)."""
+    if value is None:
+        value = 0.0
+    elif (is_concrete(value) and isinstance(value, float | np.floating | np.ndarray | jax.Array)
+          and np.shape(value) == () and float(value) == math.inf):
+        value = 0.0
+    return check_hyperparameter("score_clip", value, positive=False)
 
 
 def etd(
@@ -289,15 +327,16 @@ def etd(
     rho: float = 1.0,
     score_clip: float | None = 5.0,
     warm_start: bool = False,
-    sinkhorn_threshold: float = 1e-2,
-    max_sinkhorn_iterations: int = 200,
+    tolerance: float = 1e-2,
+    max_iterations: int = 200,
     chunk_size: int | None = None,
 ) -> SamplingAlgorithm:
     """Entropic transport descent (ETD) particle sampler.
 
     See the module docstring for the update rule and how to choose ``epsilon`` and
     ``proposal_step``. Without ``score_fn`` the sampler is score-free: it evaluates only
-    ``logdensity_fn`` and never differentiates it.
+    ``logdensity_fn`` and never differentiates it. Every float argument is a traced value of the
+    step (sweeps and ``jax.vmap`` over it share one compilation).
 
     Args:
         logdensity_fn: ``log π(x)`` up to a constant for one point ``x`` of shape ``(d,)``,
@@ -314,20 +353,23 @@ def etd(
         mutation_steps: π-invariant MALA / random-walk Metropolis steps after each update.
         mutation_step_size: step ``h`` of the mutation kernel (default: ``proposal_step``).
         rho: unbalanced KL weight ``ρ > 0`` (``"unbalanced"`` only).
-        score_clip: scores are rescaled to at most this norm (None: no clipping).
+        score_clip: scores are rescaled to at most this norm; ``None``, ``0`` or ``inf``: no
+            clipping.
         warm_start: start Sinkhorn from the previous step's duals. Off by default: the proposal
             pool is redrawn every step, so the old duals describe other points, and on the bench
             targets warm starts did not reduce the iterations (see ``bench/results_etd.md``).
-        sinkhorn_threshold: tolerance on Sinkhorn's L1 marginal error, i.e. the proposal mass
-            misallocated by the plan (keep ``>= 1e-5`` in float32).
-        max_sinkhorn_iterations: Sinkhorn's iteration cap.
+        tolerance: Sinkhorn's tolerance on the ``L1`` error of the proposal marginal, i.e. the
+            proposal mass misallocated by the plan, checked every 5 iterations (keep
+            ``>= 1e-5`` in float32).
+        max_iterations: Sinkhorn's iteration cap.
         chunk_size: if given, every ``N × P`` interaction (mixture density, Sinkhorn, row draws)
             is computed ``chunk_size`` rows at a time and the ``N × P`` matrix never exists:
             memory ``O(chunk_size · P)``. ``None``: dense, faster for small problems.
 
     Returns:
-        A :class:`~jaxsample.SamplingAlgorithm` with ``init(positions)`` (positions ``(N, d)``,
-        finite, floating) and ``step(key, state) -> (ETDState, ETDInfo)``.
+        A :class:`~jaxsample.SamplingAlgorithm` with ``init(position, *, rng_key=None)``
+        (``position`` ``(N, d)``, finite, floating) and
+        ``step(key, state) -> (ETDState, ETDInfo)``.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -339,64 +381,35 @@ def etd(
         >>> state.positions.shape, info.converged.shape
         ((50, 2), (20,))
     """
-    if not callable(logdensity_fn):
-        raise TypeError(f"logdensity_fn must be callable, got {type(logdensity_fn).__name__}")
-    if score_fn is not None and not callable(score_fn):
-        raise TypeError(f"score_fn must be callable or None, got {type(score_fn).__name__}")
-    check_int("num_proposals", num_proposals, 1)
-    check_number("epsilon", epsilon)
-    check_number("proposal_step", proposal_step)
-    if coupling not in transport.COUPLINGS:
-        raise ValueError(f"coupling must be one of {transport.COUPLINGS}, got {coupling!r}")
-    if update not in _UPDATES:
-        raise ValueError(f"update must be one of {_UPDATES}, got {update!r}")
-    check_number("step_fraction", step_fraction)
-    if step_fraction > 1:
-        raise ValueError(f"step_fraction must be in (0, 1], got {step_fraction}")
-    check_int("mutation_steps", mutation_steps, 0)
-    check_number("mutation_step_size", mutation_step_size, allow_none=True)
-    check_number("rho", rho)
-    check_number("score_clip", score_clip, allow_none=True)
-    check_number("sinkhorn_threshold", sinkhorn_threshold)
-    check_int("max_sinkhorn_iterations", max_sinkhorn_iterations, 1)
-    check_chunk_size(chunk_size)
-
-    step = build_kernel(
-        logdensity_fn,
-        score_fn,
-        num_proposals=num_proposals,
-        epsilon=float(epsilon),
-        proposal_step=float(proposal_step),
-        coupling=coupling,
-        update=update,
-        step_fraction=float(step_fraction),
-        mutation_steps=mutation_steps,
-        mutation_step_size=float(mutation_step_size or proposal_step),
-        rho=float(rho),
-        score_clip=None if score_clip is None else float(score_clip),
-        warm_start=bool(warm_start),
-        sinkhorn_threshold=float(sinkhorn_threshold),
-        max_sinkhorn_iterations=max_sinkhorn_iterations,
-        chunk_size=chunk_size,
+    check_callable("logdensity_fn", logdensity_fn)
+    check_callable("score_fn", score_fn, allow_none=True)
+    num_proposals = check_int("num_proposals", num_proposals, 1)
+    hyper = dict(
+        epsilon=check_hyperparameter("epsilon", epsilon),
+        proposal_step=check_hyperparameter("proposal_step", proposal_step),
+        step_fraction=check_hyperparameter("step_fraction", step_fraction, maximum=1.0),
+        mutation_step_size=check_hyperparameter("mutation_step_size", mutation_step_size,
+                                                allow_none=True),
+        rho=check_hyperparameter("rho", rho),
+        score_clip=_score_clip(score_clip),
+        tolerance=check_hyperparameter("tolerance", tolerance),
     )
+    kernel = build_kernel(
+        coupling=check_choice("coupling", coupling, transport.COUPLINGS),
+        update=check_choice("update", update, transport.UPDATES),
+        mutation_steps=check_int("mutation_steps", mutation_steps, 0),
+        warm_start=bool(warm_start),
+        max_iterations=check_int("max_iterations", max_iterations, 1),
+        chunk_size=check_chunk_size(chunk_size),
+    )
+    step = Step(kernel, logdensity_fn=logdensity_fn, score_fn=score_fn, **hyper)
 
-    def init_fn(positions: jax.Array) -> ETDState:
-        if not hasattr(positions, "shape") or not hasattr(positions, "dtype"):
-            positions = jnp.asarray(positions)
-        if positions.ndim != 2:
-            raise ValueError(
-                f"positions must have shape (num_particles, dim), got shape {positions.shape}"
-            )
-        if not jnp.issubdtype(positions.dtype, jnp.floating):
-            raise TypeError(f"positions must be floating point, got dtype {positions.dtype}")
-        n, d = positions.shape
-        if n < 2 or d < 1:
-            raise ValueError(f"positions needs >= 2 particles and dim >= 1, got {positions.shape}")
-        if not isinstance(positions, jax.core.Tracer) and not bool(
-            jnp.all(jnp.isfinite(positions))
-        ):
-            raise ValueError("positions must be finite; got NaN or inf initial particles")
-        point = jax.ShapeDtypeStruct((d,), positions.dtype)
+    def init_fn(position: jax.Array, *, rng_key: jax.Array | None = None) -> ETDState:
+        position = check_array("position", position, ndim=2, finite=True, min_rows=2)
+        d = position.shape[1]
+        if d < 1:
+            raise ValueError(f"position needs dim >= 1, got shape {position.shape}")
+        point = jax.ShapeDtypeStruct((d,), position.dtype)
         out = jax.eval_shape(logdensity_fn, point)
         if getattr(out, "shape", None) != ():
             raise ValueError(
@@ -410,6 +423,6 @@ def etd(
                     f"score_fn must map a point of shape ({d},) to shape ({d},), got "
                     f"{getattr(out, 'shape', type(out).__name__)}"
                 )
-        return init(positions, num_proposals)
+        return init(position, num_proposals, rng_key=rng_key)
 
     return SamplingAlgorithm(init_fn, step)

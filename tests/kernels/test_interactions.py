@@ -74,9 +74,6 @@ def test_antithetic_noise():
     eps = antithetic_normal(jax.random.key(3), 5, 8, 2, jnp.float32)
     assert eps.shape == (5, 8, 2) and eps.dtype == jnp.float32
     np.testing.assert_array_equal(eps[:, :4], -eps[:, 4:])
-    for bad in (0, 3, 1):
-        with pytest.raises(ValueError, match="num_samples"):
-            antithetic_normal(jax.random.key(0), 2, bad, 2)
 
 
 @pytest.mark.parametrize("chunk_size", [5, 40])  # uneven last chunk; one chunk > B
@@ -152,15 +149,6 @@ def test_knn_error_shrinks_with_remainder(x64):
         diff = larger_error - smaller_error
         se = diff.std(ddof=1) / seeds**0.5
         assert diff.mean() > Z * se, (mse.mean(axis=1), diff.mean(), se)
-
-
-def test_knn_rejects_bad_counts():
-    z, data, noise = _problem(jnp.float32)
-    with pytest.raises(ValueError, match="num_neighbours"):
-        knn_smoothed_kde_score(jax.random.key(0), z, data, 0.5, 0.1, noise, num_neighbours=20,
-                               num_remainder=20)
-    with pytest.raises(ValueError, match="num_neighbours"):
-        knn_smoothed_kde_score(jax.random.key(0), z, data, 0.5, 0.1, noise, num_neighbours=0)
 
 
 def _on_manifold(dtype, num_rows=9, dim=3, seed=0):
