@@ -1,0 +1,247 @@
+"""Tests specific to the vMF spherical flows: transport, marginal fields, oracles, end to end.
+
+dtype preservation, jit == eager, vmap over keys, traced hyper-parameters and bad input are in the
+contract entry (tests/contract/diffusion_vmf.py).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.integrate
+import scipy.special
+import scipy.stats
+
+from jaxsample.diffusion import vmf
+from jaxsample.kernels import sphere
+
+
+def _unit(seed, rows, dim):
+    x = np.random.default_rng(seed).normal(size=(rows, dim))
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+# four random unit embeddings in d = 8
+EMB8 = _unit(42, 4, 8).astype(np.float32)
+
+
+def _bessel_ratio(kappa, dim):
+    return scipy.special.ive(dim / 2, kappa) / scipy.special.ive(dim / 2 - 1, kappa)
+
+
+def _cosine_cdf(kappa, dim):
+    """Exact CDF of u = eᵀx under vMF(e, κ), by Simpson on a fine angle grid (θ-density smooth)."""
+    theta = np.linspace(0, np.pi, 20001)
+    density = np.exp(kappa * (np.cos(theta) - 1)) * np.sin(theta) ** (dim - 2)
+    upper = scipy.integrate.cumulative_simpson(density[::-1], x=theta, initial=0)  # ∫_θ^π
+    cdf_in_u = upper[::-1] / upper[-1]                                                # P(u ≤ cos θ)
+    return lambda u: np.interp(np.arccos(np.clip(u, -1, 1)), theta, cdf_in_u)
+
+
+def test_conditional_ode_transports_vmf(x64):
+    """Exact vMF(κ(t₀)) draws (Wood), moved by the conditional ODE, are vMF(κ(t₁)) draws.
+
+    Mean cosine vs A_d(κ(t₁)) within 4 MC SE plus the step-halving estimate |m_N − m_2N| of the
+    first-order Euler error of m_2N (same start for both); KS of the cosines vs the exact law.
+    """
+    dim, kappa_max, t0, n = 8, 50.0, 0.5, 8_000
+    path = vmf.VMFPath(dim, kappa_max)
+    e = jnp.eye(dim)[:1]
+
+    @jax.jit
+    def transport(key, num_steps):
+        start = path.sample_conditional(key, jnp.broadcast_to(e[0], (n, dim)), jnp.float64(t0))
+        dt = (1 - t0) / num_steps
+        one_token = jnp.ones((n, 1))
+
+        def step(k, x):
+            return path.move(x, path.velocity(x, t0 + k * dt, one_token, e), dt)
+
+        return start @ e[0], jax.lax.fori_loop(0, num_steps, step, start) @ e[0]
+
+    key = jax.random.key(0)
+    u0, coarse = (np.asarray(a) for a in transport(key, 48))
+    _, fine = (np.asarray(a) for a in transport(key, 96))
+    start_mean = _bessel_ratio(kappa_max * t0**2, dim)
+    assert abs(u0.mean() - start_mean) <= 4 * u0.std() / np.sqrt(n)
+    target = _bessel_ratio(kappa_max, dim)
+    halving = abs(coarse.mean() - fine.mean())
+    assert abs(fine.mean() - target) <= 4 * fine.std() / np.sqrt(n) + halving
+    assert halving < 2e-3        # the Euler error itself is small and halves with the step
+    assert scipy.stats.kstest(fine, _cosine_cdf(kappa_max, dim)).pvalue > 1e-3
+    # κ = 0 (t = 0) is the uniform law: mean cosine 0
+    assert float(path.mean_cosine(jnp.float64(0.0))) == pytest.approx(0.0, abs=1e-12)
+
+
+@jax.jit
+def _fields(x, emb, t):
+    """The oracle posterior, the vMF velocity and score, autodiff's score, a geodesic velocity."""
+    path = vmf.VMFPath(emb.shape[1], 60.0)
+    oracle = vmf.Sudoku4Oracle(emb, path)
+    probs = oracle(x, t)
+    geodesic = vmf.GeodesicPath(emb.shape[1])
+    return {
+        "x": x, "probs": probs, "velocity": path.velocity(x, t, probs, emb),
+        "score": path.score(x, t, probs, emb),
+        "autodiff": sphere.tangent_project(x, jax.grad(oracle.log_partition)(x, t)),
+        "geodesic": geodesic.velocity(x, t, vmf.Sudoku4Oracle(emb, geodesic)(x, t), emb),
+    }
+
+
+def test_marginal_fields_tangent_and_score_is_projected_gradient(x64):
+    """s_l = P_{x_l} ∇_{x_l} log Σ_g exp(κ Σ_l e_{g_l}ᵀx_l) (jax.grad), and xᵀv = xᵀs = 0."""
+    dtype = jnp.float64
+    emb = jnp.asarray(EMB8, dtype)
+    x = jnp.asarray(_unit(1, 16, 8), dtype)
+    out = {k: np.asarray(v) for k, v in _fields(x, emb, jnp.asarray(0.7, dtype)).items()}
+    eps = float(jnp.finfo(dtype).eps)
+    assert all(v.dtype == dtype for v in out.values())
+    x = out["x"]
+    np.testing.assert_allclose(out["probs"].sum(-1), 1, atol=20 * eps)
+    scale = np.abs(out["score"]).max()
+    np.testing.assert_allclose(out["score"], out["autodiff"], atol=100 * eps * scale)
+    for name in ("velocity", "score", "geodesic"):
+        radial = np.sum(x * out[name], axis=-1)
+        assert np.all(np.abs(radial) <= 50 * eps * (1 + np.abs(out[name]).max())), name
+
+
+@jax.jit
+def _oracle_evaluations(x):
+    emb = jnp.asarray(EMB8)
+    grids = jnp.asarray(vmf.sudoku4_grids())
+    clean = emb[grids[123]]                                   # the noise-free grid 123
+    vmf_path = vmf.VMFPath(8, 1e4)
+    out = {}
+    for name, path in (("vmf", vmf_path), ("geodesic", vmf.GeodesicPath(8)),
+                       ("euclidean", vmf.EuclideanPath(8))):
+        oracle = vmf.Sudoku4Oracle(emb, path)
+        out[name + "_t0"] = oracle.grid_posterior(x, jnp.float32(0.0))
+        out[name + "_t0_marginals"] = oracle(x, jnp.float32(0.0))
+        out[name + "_mid"] = oracle.grid_posterior(x, jnp.float32(0.4))
+    out["point_mass"] = vmf.Sudoku4Oracle(emb, vmf_path).grid_posterior(clean, jnp.float32(1.0))
+    out["index"] = vmf.sudoku4_index(grids)
+    out["invalid"] = vmf.sudoku4_index(grids.at[:, 0].set((grids[:, 0] + 1) % 4))
+    return out
+
+
+def test_sudoku_grids_and_oracle_limits():
+    grids = vmf.sudoku4_grids()
+    assert grids.shape == (288, 16) and len({tuple(g) for g in grids}) == 288
+    cells = grids.reshape(-1, 4, 4)
+    boxes = cells.reshape(-1, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4).reshape(-1, 4, 4)
+    for groups in (cells, cells.transpose(0, 2, 1), boxes):
+        assert np.all(np.sort(groups, axis=-1) == np.arange(4))
+    x = jnp.asarray(_unit(2, 16, 8), jnp.float32)
+    out = {k: np.asarray(v) for k, v in _oracle_evaluations(x).items()}
+    np.testing.assert_array_equal(out["index"], np.arange(288))
+    assert np.all(out["invalid"] == -1)
+    for name in ("vmf", "geodesic", "euclidean"):
+        # κ = 0 / t = 0: the uniform prior over the 288 grids, every cell marginal 1/4
+        np.testing.assert_allclose(out[name + "_t0"], 1 / 288, rtol=1e-5)
+        np.testing.assert_allclose(out[name + "_t0_marginals"], 0.25, rtol=1e-5)
+        assert out[name + "_mid"].sum() == pytest.approx(1.0, abs=1e-5)
+    # κ → ∞ at a clean grid: a point mass on it
+    assert out["point_mass"][123] > 1 - 1e-6
+
+
+def test_markov_oracle_matches_enumeration(x64):
+    initial = np.array([0.5, 0.3, 0.2])
+    transition = np.array([[0.1, 0.6, 0.3], [0.0, 0.5, 0.5], [0.7, 0.3, 0.0]])
+    emb = np.eye(3)
+    path = vmf.VMFPath(3, 8.0)
+    oracle = vmf.MarkovChainOracle(initial, transition, emb, path)
+    x = jnp.asarray(_unit(3, 4, 3))
+    t = jnp.float64(0.8)
+    probs, log_z = jax.jit(lambda x, t: (oracle(x, t), oracle.log_partition(x, t)))(x, t)
+    # brute force over the 3⁴ sequences
+    seqs = np.stack(np.meshgrid(*[np.arange(3)] * 4, indexing="ij"), -1).reshape(-1, 4)
+    with np.errstate(divide="ignore"):
+        log_prior = np.log(initial[seqs[:, 0]]) + np.log(
+            transition[seqs[:, :-1], seqs[:, 1:]]).sum(1)
+    log_lik = np.asarray(path.log_likelihood(x, t, jnp.asarray(emb)))
+    log_joint = log_prior + log_lik[np.arange(4), seqs].sum(1)
+    post = np.exp(log_joint - scipy.special.logsumexp(log_joint))
+    marginals = np.stack([np.bincount(seqs[:, l], weights=post, minlength=3) for l in range(4)])
+    np.testing.assert_allclose(probs, marginals, atol=1e-12)
+    assert float(log_z) == pytest.approx(scipy.special.logsumexp(log_joint), abs=1e-10)
+
+
+def test_baseline_paths_velocity_is_the_path_derivative(x64):
+    """d/dt of x_t = slerp(x₀, e, t) (geodesic) and t e + (1 − t)ε (Euclidean) is the velocity;
+    the geodesic density is normalised: E_{x ~ uniform}[p_t(x | e)/p_0(x)] = 1."""
+    e = jnp.asarray(np.arange(1.0, 5.0)[None] / np.sqrt(30.0))
+    t, delta = 0.35, 1e-6
+
+    @jax.jit
+    def compute(key, x):
+        out = {}
+        for path in (vmf.GeodesicPath(4), vmf.EuclideanPath(4)):
+            targets = jnp.broadcast_to(e, (200, 4))
+            x_t, forward, backward = (path.sample_conditional(key, targets, jnp.float64(s))
+                                      for s in (t, t + delta, t - delta))
+            velocity = path.velocity(x_t, jnp.float64(t), jnp.ones((200, 1)), e)
+            out[type(path).__name__] = (velocity, (forward - backward) / (2 * delta))
+        ratio = jnp.exp(vmf.GeodesicPath(4).log_likelihood(x, jnp.float64(0.3), e))
+        return out, ratio[:, 0], sphere.angle(x, e)
+
+    x = jnp.asarray(_unit(4, 200_000, 4))
+    pairs, ratio, angle = jax.tree.map(np.asarray, compute(jax.random.key(5), x))
+    for velocity, finite_difference in pairs.values():
+        np.testing.assert_allclose(velocity, finite_difference, atol=1e-6)
+    assert abs(ratio.mean() - 1) <= 4.5 * ratio.std() / np.sqrt(ratio.size)
+    assert np.all(ratio[angle >= 0.7 * np.pi] == 0)                     # outside the cap
+
+
+class _Poisoned(eqx.Module):
+    """The oracle, but NaN for sequences whose first coordinate exceeds ``threshold`` at t > 0.5.
+
+    With ``threshold = inf`` it is the plain oracle; both tests below share one compilation.
+    """
+
+    oracle: vmf.Sudoku4Oracle
+    threshold: jax.Array
+
+    def __call__(self, x, t):
+        probs = self.oracle(x, t)
+        poisoned = (x[0, 0] > self.threshold) & (t > 0.5)
+        return jnp.where(poisoned, jnp.nan, probs)
+
+
+_NUM_SAMPLES = 2880      # 10 per grid; the same shape in both tests (one compilation)
+
+
+def _poisoned(threshold):
+    path = vmf.VMFPath(8, 100.0)
+    return _Poisoned(vmf.Sudoku4Oracle(EMB8, path), jnp.float32(threshold)), path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["ode", "pc"])
+def test_end_to_end_sudoku_valid_and_uniform(sampler):
+    """Exact oracle, NFE 32: valid grids, frequencies uniform over the 288 (χ², p > 1e-3).
+
+    The Monte Carlo floor: an exact uniform sample of the same size has χ² ~ χ²_287.
+    """
+    posterior, path = _poisoned(np.inf)
+    num_samples = _NUM_SAMPLES
+    num_steps = 31 if sampler == "ode" else 16
+    tokens, info = vmf.sample(jax.random.key(7), posterior, EMB8, path, seq_len=16,
+                              num_samples=num_samples, num_steps=num_steps, sampler=sampler)
+    assert int(info.nfe) == 32 and not bool(info.nonfinite.any())
+    index = np.asarray(vmf.sudoku4_index(tokens))
+    valid = index >= 0
+    assert valid.mean() >= 0.99
+    counts = np.bincount(index[valid], minlength=288)
+    assert scipy.stats.chisquare(counts).pvalue > 1e-3
+    np.testing.assert_allclose(np.linalg.norm(info.x, axis=-1), 1, atol=1e-5)
+
+
+def test_nonfinite_posterior_is_flagged_not_propagated():
+    posterior, path = _poisoned(0.0)
+    tokens, info = vmf.sample(jax.random.key(8), posterior, EMB8, path, seq_len=16,
+                              num_samples=_NUM_SAMPLES, num_steps=8, sampler="pc")
+    flagged = np.asarray(info.nonfinite)
+    assert flagged.any() and not flagged.all()
+    assert np.all(np.isfinite(np.asarray(info.x)))
+    assert np.all(np.asarray(vmf.sudoku4_index(tokens))[~flagged] >= 0)
