@@ -1,0 +1,80 @@
+"""Contract entries: stable maximum coverage, correlated k-subsets (``jaxsample.subset.coverage``).
+
+One entry, ``stable_max_coverage`` (mirror ascent with the KL projection, the common-seed rounding,
+the coverage of the result) with the systematic rounding: the conditional Poisson rounding adds a
+weight fit and a second sampler to each of the registry's compilations, about 5 CPU-seconds in
+all, so its jit == eager, vmap == loop and bitwise reproducibility are checked once in
+``tests/test_coverage.py`` (``test_compiled_batch_equals_eager_calls_bitwise``) and its
+float32 path by the module's doctests. The bad inputs cover the other entry points.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+from contract import KEY, BadInput, Entry
+from jaxsample import subset
+
+_RNG = np.random.default_rng(0)
+_INCIDENCE = _RNG.random((24, 8)) < 0.3
+_WEIGHTS = _RNG.uniform(0.5, 1.5, 24)
+_X = np.array([0.6, 0.6, 0.4, 0.4])
+
+
+def _stable(dtype):
+    incidence, weights = jnp.asarray(_INCIDENCE, dtype), jnp.asarray(_WEIGHTS, dtype)
+    return lambda key: subset.stable_max_coverage(key, incidence, 3, reg=0.5, weights=weights,
+                                                  scheme="systematic", num_steps=40)
+
+
+def _stable_hyper(dtype):
+    incidence, weights = jnp.asarray(_INCIDENCE, dtype), jnp.asarray(_WEIGHTS, dtype)
+    return lambda key, h: subset.stable_max_coverage(key, incidence, 3, reg=h, weights=weights,
+                                                     scheme="systematic", num_steps=40)
+
+
+def _stable_call(**kwargs):
+    args = dict(incidence=_INCIDENCE, k=3, reg=0.5)
+    args.update(kwargs)
+    incidence, k = args.pop("incidence"), args.pop("k")
+    return lambda: subset.stable_max_coverage(KEY, incidence, k, num_steps=5, **args)
+
+
+def _subset_call(marginals=_X, k=2, **kwargs):
+    return lambda: subset.correlated_k_subset(KEY, jnp.asarray(marginals), k, **kwargs)
+
+
+_NAN_INCIDENCE = _INCIDENCE.astype(np.float32)
+_NAN_INCIDENCE[3, 2] = np.nan
+
+ENTRIES = [
+    Entry(
+        name="subset.coverage/stable_systematic",
+        module="jaxsample.subset.coverage",
+        build=_stable,
+        hyper=_stable_hyper,
+        hyper_values=(0.3, 1.0),
+        bad_inputs=(
+            BadInput(_stable_call(k=9), ValueError, "k"),
+            BadInput(_stable_call(weights=-np.ones(24)), ValueError, "weights"),
+            BadInput(_stable_call(weights=np.ones(23)), ValueError, "weights"),
+            BadInput(_stable_call(incidence=_NAN_INCIDENCE), ValueError, "incidence"),
+            BadInput(_stable_call(incidence=2.0 * _INCIDENCE), ValueError, "incidence"),
+            BadInput(_stable_call(reg=0.0), ValueError, "reg"),
+            BadInput(_stable_call(scheme="pipage"), ValueError, "scheme"),
+            BadInput(_subset_call(marginals=[1.2, 0.8, 0.0, 0.0]), ValueError, "marginals"),
+            BadInput(_subset_call(marginals=[-0.1, 0.9, 0.6, 0.6]), ValueError, "marginals"),
+            BadInput(_subset_call(marginals=[0.5, 0.5, 0.5, 0.2]), ValueError, "marginals"),
+            BadInput(_subset_call(k=5), ValueError, "k"),
+            BadInput(lambda: subset.fit_weights(jnp.asarray(_X), 3), ValueError, "marginals"),
+            BadInput(lambda: subset.sparse_incidence(np.array([[0, 9]]), 8), ValueError,
+                     "indices"),
+            BadInput(lambda: subset.sparse_incidence(np.array([[1, 1]]), 8), ValueError,
+                     "indices"),
+            BadInput(lambda: subset.greedy_max_coverage(_INCIDENCE, 9), ValueError, "k"),
+            BadInput(lambda: subset.inclusion_probabilities(np.full(4, -np.inf), 2),
+                     ValueError, "log_weights"),
+        ),
+        note="the bad inputs also cover correlated_k_subset, fit_weights, sparse_incidence, "
+             "greedy_max_coverage and inclusion_probabilities",
+    ),
+]

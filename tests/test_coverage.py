@@ -1,0 +1,268 @@
+"""Stable maximum coverage and common-seed k-subset sampling: laws, bounds and couplings.
+
+Sampler tests share one m = 7, k = 3 shape (so their compilations are shared); relaxation tests
+share one batched solve of a 44-element, 14-set instance over (reg, weights) pairs.
+"""
+
+import functools
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from jaxsample import subset
+
+K = 3
+X7 = np.array([0.8, 0.6, 0.5, 0.4, 0.3, 0.25, 0.15])               # sums to 3
+X7_FORCED = np.array([1.0, 0.0, 0.6, 0.5, 0.4, 0.3, 0.2])          # a forced-in, a forced-out
+NUM_DRAWS = 20_000
+P_VALUE = 1e-3          # every statistical test rejects a correct sampler with probability <= 1e-3
+
+
+@functools.cache
+def _sampler(scheme):
+    """``NUM_DRAWS`` common-seed draws, compiled once per scheme (``"cp"`` takes log-weights)."""
+    if scheme == "cp":
+        one = lambda key, theta: subset.conditional_poisson(key, theta, K)
+    else:
+        one = lambda key, x: subset.correlated_k_subset(key, x, K, scheme=scheme)
+    return jax.jit(lambda key, v: jax.vmap(one, (0, None))(jax.random.split(key, NUM_DRAWS), v))
+
+
+def _draws(scheme, marginals, key):
+    """Draws of ``correlated_k_subset(scheme)``; "cp" as fit_weights + conditional_poisson."""
+    marginals = jnp.asarray(marginals)
+    if scheme == "cp":
+        marginals, _ = subset.fit_weights(marginals, K)
+    return np.asarray(_sampler(scheme)(key, marginals))
+
+
+def _z(p_value, tests=1):
+    """Two-sided normal quantile with a Bonferroni correction over ``tests``."""
+    return float(stats.norm.isf(p_value / (2 * tests)))
+
+
+def _reference_fit(x, k, steps=60):
+    """Conditional Poisson log-weights for marginals x by enumeration (NumPy, small m): the
+    exact-coordinate iteration θ ← θ + ½(logit x − logit π) over the free items (x_i = 1 is
+    forced in, θ_i = +inf), π summed over all subsets of the free items."""
+    forced = x >= 1
+    free = np.flatnonzero(~forced)
+    slots = k - forced.sum()
+    subsets = np.array(list(itertools.combinations(range(free.size), slots)))
+    target = np.log(x[free]) - np.log1p(-x[free])
+    theta = target.copy()
+    for _ in range(steps):
+        log_mass = theta[subsets].sum(axis=1)
+        mass = np.exp(log_mass - log_mass.max())
+        pi = np.zeros(free.size)
+        np.add.at(pi, subsets.ravel(), np.repeat(mass / mass.sum(), slots))
+        theta += 0.5 * (target - np.log(pi) + np.log1p(-pi))
+    full = np.full(x.size, np.inf)
+    full[free] = theta
+    return full, np.abs(pi - x[free]).max()
+
+
+def _law(theta, k):
+    """Enumerated P(A) ∝ Π_{i∈A} e^{θ_i} (θ = +inf forced in, -inf out): (subsets, probs)."""
+    theta = np.asarray(theta)
+    forced = np.flatnonzero(theta == np.inf)
+    free = np.flatnonzero(np.isfinite(theta))
+    subsets = [tuple(sorted((*forced, *rest)))
+               for rest in itertools.combinations(free, k - forced.size)]
+    log_mass = np.array([theta[list(a)][np.isfinite(theta[list(a)])].sum() for a in subsets])
+    probs = np.exp(log_mass - log_mass.max())
+    return subsets, probs / probs.sum()
+
+
+def test_cp_law_equals_enumerated_maximum_entropy_law(x64):
+    """m = 7: the sampler's law is P(A) ∝ Π w_i (chi-square, p = 1e-3) with marginals x."""
+    theta, info = subset.fit_weights(jnp.asarray(X7), K)
+    assert bool(info.converged) and float(info.residual) < 1e-9
+    subsets, probs = _law(theta, K)
+    marginals = [sum(p for a, p in zip(subsets, probs, strict=True) if i in a) for i in range(7)]
+    np.testing.assert_allclose(marginals, X7, atol=1e-9)
+
+    masks = np.asarray(_sampler("cp")(jax.random.key(0), theta))
+    assert np.all(masks.sum(axis=1) == K)
+    index = {a: j for j, a in enumerate(subsets)}
+    counts = np.bincount([index[tuple(np.flatnonzero(row))] for row in masks],
+                         minlength=len(subsets))
+    expected = NUM_DRAWS * probs
+    assert expected.min() >= 5, "cells too small for the chi-square approximation"
+    statistic = ((counts - expected) ** 2 / expected).sum()
+    assert stats.chi2.sf(statistic, len(subsets) - 1) > P_VALUE, statistic
+
+
+@pytest.mark.parametrize("scheme", subset.coverage.SCHEMES)
+def test_size_and_inclusion_frequencies(scheme, x64):
+    """|A| = k (cp, systematic) or E|A| = k (independent); frequencies = marginals (z, p = 1e-3)."""
+    masks = _draws(scheme, X7_FORCED, jax.random.key(1))
+    sizes = masks.sum(axis=1)
+    if scheme == "independent":
+        sd = math.sqrt((X7_FORCED * (1 - X7_FORCED)).sum() / NUM_DRAWS)
+        assert abs(sizes.mean() - K) <= _z(P_VALUE) * sd
+    else:
+        assert np.all(sizes == K)
+    assert np.all(masks[:, 0]) and not np.any(masks[:, 1])          # forced in / out
+    free = X7_FORCED[2:]
+    se = np.sqrt(free * (1 - free) / NUM_DRAWS)
+    assert np.all(np.abs(masks[:, 2:].mean(axis=0) - free) <= _z(P_VALUE, free.size) * se)
+
+
+def test_compiled_batch_equals_eager_calls_bitwise(x64):
+    """Same (input, key), same subset: jitted, vmapped conditional Poisson draws equal eager
+    per-key calls of correlated_k_subset bitwise; every scheme repeats itself exactly. (jit ==
+    eager and vmap == loop of the systematic rounding are the contract entry's checks.)"""
+    x = jnp.asarray(X7)
+    key = jax.random.key(5)
+    batched = _draws("cp", X7, key)
+    for i, one in enumerate(jax.random.split(key, NUM_DRAWS)[:2]):
+        np.testing.assert_array_equal(batched[i], subset.correlated_k_subset(one, x, K))
+    for scheme in subset.coverage.SCHEMES:
+        np.testing.assert_array_equal(_draws(scheme, X7, key), _draws(scheme, X7, key))
+
+
+def test_common_seed_couples_nearby_marginals(x64):
+    """Common keys: E|A Δ A′| = ‖x − y‖₁ exactly for independent thresholds (z, p = 1e-3), and far
+    below the fresh-key value for the exact-size schemes."""
+    direction = np.array([1.0, -1.0, 0.5, -0.5, 0.0, 0.25, -0.25])
+    y = X7 + 0.05 * direction                  # zero-sum, ‖x − y‖₁ = 0.175
+    distance = np.abs(X7 - y).sum()
+    for scheme in subset.coverage.SCHEMES:
+        a = _draws(scheme, X7, jax.random.key(2))
+        b = _draws(scheme, y, jax.random.key(2))
+        fresh = _draws(scheme, y, jax.random.key(3))
+        common = (a != b).sum(axis=1)
+        if scheme == "independent":
+            p = np.abs(X7 - y)                  # item i flips iff U_i falls between x_i and y_i
+            sd = math.sqrt((p * (1 - p)).sum() / common.size)
+            assert abs(common.mean() - distance) <= _z(P_VALUE) * sd
+        assert common.mean() <= 0.25 * (a != fresh).sum(axis=1).mean(), scheme
+
+
+@pytest.fixture(scope="module")
+def instance():
+    """A 40-element, 14-set instance (+4 absent elements for add-neighbours) and its relaxations.
+
+    One batched solve over (reg, weights): the base weights at several reg values, then delete- and
+    add-neighbours at reg = REG_STABLE, then one NaN weight (nonfinite flag under a trace).
+    """
+    rng = np.random.default_rng(0)
+    n, extra, m = 40, 4, 14
+    dense = rng.random((n + extra, m)) < 0.2
+    weights = np.r_[rng.uniform(0.5, 1.5, n), np.zeros(extra)]
+    regs = [0.05, 0.3, 100.0, 1e4]
+    reg_stable = 1.0
+    deleted = [e for e in np.argsort(-dense.sum(axis=1)) if e < n][:4]
+    neighbours = []
+    for e in deleted:
+        w = weights.copy()
+        w[e] = 0.0
+        neighbours.append((e, w))
+    for e in range(n, n + extra):
+        w = weights.copy()
+        w[e] = 1.0
+        neighbours.append((e, w))
+    nan_weights = weights.copy()
+    nan_weights[0] = np.nan
+    batch_regs = regs + [reg_stable] * (1 + len(neighbours)) + [1.0]
+    batch_weights = [weights] * (len(regs) + 1) + [w for _, w in neighbours] + [nan_weights]
+    with jax.enable_x64(True):
+        incidence = jnp.asarray(dense)
+
+        def solve(reg, w):
+            return subset.max_coverage_relaxation(incidence, 4, reg=reg, weights=w,
+                                                  num_steps=2000)
+
+        xs, infos = jax.jit(jax.vmap(solve))(jnp.asarray(batch_regs),
+                                             jnp.asarray(np.stack(batch_weights)))
+    xs, infos = np.asarray(xs), jax.tree.map(np.asarray, infos)
+    subsets = list(itertools.combinations(range(m), 4))
+    masks = np.zeros((len(subsets), m), bool)
+    for j, a in enumerate(subsets):
+        masks[j, list(a)] = True
+    covers = weights @ ((dense.astype(float) @ masks.T) > 0)
+    return dict(dense=dense, weights=weights, regs=regs, reg_stable=reg_stable, xs=xs,
+                infos=infos, neighbours=neighbours, masks=masks, covers=covers, k=4, m=m)
+
+
+def test_relaxation_feasible_and_large_reg_limit(instance):
+    """x* ∈ Δ_k, x* > 0, H <= k log(m/k); reg → ∞: |x_i − k/m| <= (k/m)(e^{G/reg} − 1) → 0."""
+    k, m = instance["k"], instance["m"]
+    spans = []
+    for j, reg in enumerate(instance["regs"]):
+        x = instance["xs"][j]
+        assert abs(x.sum() - k) < 1e-9 and np.all(x > 0) and np.all(x <= 1)
+        assert instance["infos"].entropy[j] <= k * math.log(m / k) + 1e-9
+        assert not instance["infos"].nonfinite[j]
+        if reg >= 100:
+            biggest_set = (instance["weights"][:, None] * instance["dense"]).sum(axis=0).max()
+            assert np.all(np.abs(x - k / m) <= k / m * math.expm1(biggest_set / reg) + 1e-12)
+            spans.append(np.abs(x - k / m).max())
+    assert spans[1] < spans[0] / 50 and spans[1] < 1e-3
+
+
+def test_approximation_inequalities_against_brute_force(instance):
+    """F(x*) >= OPT − reg k log(m/k) (− gap); exact E_CP cov >= (1 − 1/e)·F(x*) and
+    >= (1 − 1/e)(OPT − reg k log(m/k)) by enumeration of the fitted law."""
+    k, m = instance["k"], instance["m"]
+    opt = instance["covers"].max()
+    for j, reg in enumerate(instance["regs"][:2]):
+        x, gap = instance["xs"][j], instance["infos"].gap[j]
+        floor = opt - reg * k * math.log(m / k)
+        assert floor > 0.9 * opt                     # the bound says something here
+        assert instance["infos"].relaxed_value[j] >= floor - gap - 1e-9
+        theta, residual = _reference_fit(x, k)
+        assert residual < 1e-9
+        law_subsets, probs = _law(theta, k)
+        index = {a: i for i, a in enumerate(itertools.combinations(range(m), k))}
+        expected_cover = sum(p * instance["covers"][index[a]]
+                             for a, p in zip(law_subsets, probs, strict=True))
+        ratio = 1 - 1 / math.e
+        assert expected_cover >= ratio * instance["infos"].relaxed_value[j] - 1e-6
+        assert expected_cover >= ratio * floor
+
+
+def test_stability_bound_for_add_and_delete_neighbours(instance):
+    """‖x*(I) − x*(I′)‖₁ <= w_e k / reg, up to each solve's certified distance to its optimum."""
+    k, reg = instance["k"], instance["reg_stable"]
+    base = len(instance["regs"])
+    x, slack = instance["xs"][base], instance["infos"].distance_bound[base]
+    moved = []
+    for j, (e, w) in enumerate(instance["neighbours"]):
+        w_e = max(w[e], instance["weights"][e])
+        bound = w_e * k / reg
+        other = base + 1 + j
+        certified = slack + instance["infos"].distance_bound[other]
+        assert certified <= 0.05 * bound                 # the solves are accurate enough to tell
+        change = np.abs(x - instance["xs"][other]).sum()
+        assert change <= bound + certified
+        moved.append(change)
+    assert max(moved) > 1e-3                              # the neighbours do move x*
+
+
+def test_nonfinite_weights_under_a_trace_are_flagged(instance):
+    """A NaN weight passed under vmap (unchecked) sets RelaxationInfo.nonfinite."""
+    assert instance["infos"].nonfinite[-1]
+    assert not np.any(instance["infos"].nonfinite[:-1])
+
+
+def test_sparse_incidence_matches_dense(instance, x64):
+    """The padded-index form gives the same relaxation as the dense form (the solver is
+    deterministic, so the same key then gives the same subset)."""
+    dense = instance["dense"]
+    rows = [np.flatnonzero(r) for r in dense]
+    indices = np.full((dense.shape[0], max(r.size for r in rows)), -1)
+    for e, r in enumerate(rows):
+        indices[e, :r.size] = r
+    sparse = subset.sparse_incidence(indices, dense.shape[1])
+    x, info = subset.max_coverage_relaxation(sparse, 4, reg=instance["regs"][1],
+                                             weights=jnp.asarray(instance["weights"]),
+                                             num_steps=2000)
+    np.testing.assert_allclose(x, instance["xs"][1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(info.gap, instance["infos"].gap[1], rtol=1e-6, atol=1e-12)
