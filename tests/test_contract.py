@@ -19,6 +19,7 @@ from contract import gaussian_resolvent  # noqa: E402
 from contract import particles_etd  # noqa: E402
 from contract import particles_mmsold  # noqa: E402
 from contract import softmax_two_level  # noqa: E402
+from contract import subset_coverage  # noqa: E402
 from contract import subset_leverage  # noqa: E402
 
 import jaxsample.core
@@ -29,6 +30,7 @@ _MODULES = [
     particles_etd,
     particles_mmsold,
     softmax_two_level,
+    subset_coverage,
     subset_leverage,
 ]
 
