@@ -2,7 +2,8 @@
 
 Methods (each module follows the sampler contract: ``init``, ``build_kernel``, a constructor):
 
-* :mod:`jaxsample.particles.etd` — entropic transport descent (:func:`etd`);
+* :mod:`jaxsample.particles.etd` — entropic transport descent (:func:`etd`), preconditioned by
+  a fixed factor (:func:`laplace_preconditioner`, :class:`Precision`), the ensemble or RMSProp;
 * :mod:`jaxsample.particles.mmsold` — moment-matched score-smoothed Langevin (:func:`mmsold`),
   started with :func:`sample_kde`.
 
@@ -21,7 +22,10 @@ from jaxsample.particles.baselines import smoothed_langevin as smoothed_langevin
 from jaxsample.particles.baselines import svgd as svgd
 from jaxsample.particles.etd import ETDInfo as ETDInfo
 from jaxsample.particles.etd import ETDState as ETDState
+from jaxsample.particles.etd import LaplaceFit as LaplaceFit
+from jaxsample.particles.etd import Precision as Precision
 from jaxsample.particles.etd import etd as etd
+from jaxsample.particles.etd import laplace_preconditioner as laplace_preconditioner
 from jaxsample.particles.mmsold import MMSOLDInfo as MMSOLDInfo
 from jaxsample.particles.mmsold import MMSOLDState as MMSOLDState
 from jaxsample.particles.mmsold import MomentTargets as MomentTargets
@@ -34,13 +38,16 @@ __all__ = [
     "ETDInfo",
     "ETDState",
     "ExactTilt",
+    "LaplaceFit",
     "MMSOLDInfo",
     "MMSOLDState",
     "MomentTargets",
+    "Precision",
     "Tilt",
     "cfdm_sample",
     "etd",
     "exact_tilt",
+    "laplace_preconditioner",
     "mmsold",
     "moment_targets",
     "plugin_tilt",
