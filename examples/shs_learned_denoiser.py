@@ -4,7 +4,8 @@ An equinox MLP is trained with optax on (noisy, clean) pairs from a 4-token Mark
 forbidden bigrams (uniform channel at a random signal level α, cross-entropy on the clean
 tokens). It is then used exactly like the exact forward–backward denoiser: any
 ``denoiser(tokens, signal) -> logits`` works. The plot shows the training loss and the
-invalid-bigram rate of Bernoulli vs SHS (flow sampler) with the learned and the exact model.
+invalid-bigram rate of the Bernoulli, SHS (stratified) and windowed Weyl jump rules (flow
+sampler) with the learned and the exact model.
 
     python examples/shs_learned_denoiser.py --out examples/out/shs_learned_denoiser.png
 """
@@ -26,6 +27,7 @@ from jaxsample.diffusion import shs
 
 TRANSITION = [[0, 0.6, 0.4, 0], [0, 0, 0.5, 0.5], [0.5, 0, 0, 0.5], [0.7, 0.3, 0, 0]]
 VOCAB, SEQ_LEN = 4, 8
+RULES = ("bernoulli", "stratified", "weyl_window")
 
 
 class MLPDenoiser(eqx.Module):
@@ -99,12 +101,12 @@ def main():
 
     rates = {}
     for name, denoiser in (("learned MLP", model), ("exact", data.denoiser)):
-        for jumps in ("bernoulli", "stratified"):
+        for jumps in RULES:
             tokens, info = shs.sample(
                 sample_key, denoiser, vocab_size=VOCAB, seq_len=SEQ_LEN,
                 num_samples=args.num_samples, num_steps=args.nfe, process="flow", jumps=jumps)
             rates[name, jumps] = data.invalid_bigram_rate(tokens)
-            print(f"{name:12s} {jumps:10s} invalid-bigram rate {rates[name, jumps]:.4f}"
+            print(f"{name:12s} {jumps:11s} invalid-bigram rate {rates[name, jumps]:.4f}"
                   f"  nonfinite={bool(info.nonfinite)}")
 
     fig, (ax_loss, ax_rate) = plt.subplots(1, 2, figsize=(9, 3.4))
@@ -112,9 +114,9 @@ def main():
     ax_loss.set_xlabel("training step")
     ax_loss.set_ylabel("cross-entropy")
     ax_loss.set_title("MLP denoiser training")
-    for offset, jumps in ((-0.2, "bernoulli"), (0.2, "stratified")):
+    for offset, jumps in zip((-0.27, 0.0, 0.27), RULES, strict=True):
         ax_rate.bar(np.arange(2) + offset, [rates[m, jumps] for m in ("learned MLP", "exact")],
-                    width=0.4, label=jumps)
+                    width=0.27, label=jumps)
     ax_rate.set_xticks(np.arange(2), ["learned MLP", "exact"])
     ax_rate.set_ylabel("invalid-bigram rate")
     ax_rate.set_title(f"flow sampler, NFE {args.nfe}")

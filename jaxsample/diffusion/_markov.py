@@ -16,21 +16,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample._checks import check_array, check_int
+from jaxsample.kernels import logspace
+
 __all__ = ["MarkovChainData"]
 
 _MAX_ENUMERATION = 2_000_000
 
 
-def _probability_vector(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
-    array = np.asarray(value)
-    if array.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
-    if not np.issubdtype(array.dtype, np.floating):
-        raise TypeError(f"{name} must be a floating array, got dtype {array.dtype}")
-    if not np.all(np.isfinite(array)) or np.any(array < 0):
-        raise ValueError(f"{name} must be finite and nonnegative")
-    sums = array.sum(axis=-1)
-    if not np.allclose(sums, 1.0, atol=1e-5 if array.dtype == np.float32 else 1e-8, rtol=0):
+def _probabilities(name: str, value, shape: tuple[int, ...]) -> jax.Array:
+    """A concrete floating array of ``shape``, nonnegative, summing to 1 along its last axis."""
+    array = check_array(name, value, shape=shape, kind="floating", finite=True)
+    values = np.asarray(array)
+    if np.any(values < 0):
+        raise ValueError(f"{name} must be nonnegative, got minimum {values.min()}")
+    sums = values.sum(axis=-1)
+    if not np.allclose(sums, 1.0, atol=1e-5 if values.dtype == np.float32 else 1e-8, rtol=0):
         raise ValueError(f"{name} must sum to 1 along its last axis, got sums {sums}")
     return array
 
@@ -47,29 +48,28 @@ class MarkovChainData(eqx.Module):
             keep their floating dtype, which is the dtype of the denoiser's logits.
 
     Example:
-        >>> import jax, jax.numpy as jnp
+        >>> import jax.numpy as jnp
         >>> from jaxsample.diffusion.shs import MarkovChainData
         >>> data = MarkovChainData(jnp.full(2, 0.5), jnp.array([[0.0, 1.0], [1.0, 0.0]]))
-        >>> x = data.sample(jax.random.key(0), 3, 4)
-        >>> bool(jnp.all(x[:, 1:] != x[:, :-1]))
-        True
+        >>> x = jnp.array([[0, 1, 0, 1], [0, 0, 1, 0]])  # the second has a forbidden bigram
+        >>> jnp.exp(data.log_prob(x)).tolist()
+        [0.5, 0.0]
         >>> data.denoiser(x, jnp.float32(0.5)).shape
-        (3, 4, 2)
+        (2, 4, 2)
     """
 
     log_init: jax.Array
     log_transition: jax.Array
 
     def __init__(self, init_probs, transition):
-        transition = np.asarray(transition)
-        if transition.ndim != 2 or transition.shape[0] != transition.shape[1]:
+        transition = check_array("transition", transition, ndim=2, kind=None)
+        if transition.shape[0] != transition.shape[1]:
             raise ValueError(f"transition must be a square (K, K) matrix, got {transition.shape}")
         vocab_size = transition.shape[0]
         if vocab_size < 2:
             raise ValueError(f"transition must have K >= 2 tokens, got K = {vocab_size}")
-        _probability_vector("transition", transition, (vocab_size, vocab_size))
-        _probability_vector("init_probs", init_probs, (vocab_size,))
-        init_probs, transition = jnp.asarray(init_probs), jnp.asarray(transition)
+        transition = _probabilities("transition", transition, (vocab_size, vocab_size))
+        init_probs = _probabilities("init_probs", init_probs, (vocab_size,))
         if init_probs.dtype != transition.dtype:
             raise TypeError(
                 "init_probs and transition must share a dtype, got "
@@ -90,11 +90,13 @@ class MarkovChainData(eqx.Module):
 
     def sample(self, key: jax.Array, num_samples: int, seq_len: int) -> jax.Array:
         """Exact ancestral draws, shape ``(num_samples, seq_len)``, ``int32``."""
+        check_int("num_samples", num_samples, 1)
+        check_int("seq_len", seq_len, 1)
         first_key, rest_key = jax.random.split(key)
-        first = jax.random.categorical(first_key, self.log_init, shape=(num_samples,))
+        first = logspace.categorical(first_key, self.log_init, (num_samples,))
 
         def step(previous, step_key):
-            token = jax.random.categorical(step_key, self.log_transition[previous])
+            token = logspace.categorical(step_key, self.log_transition[previous])
             return token, token
 
         _, rest = jax.lax.scan(step, first, jax.random.split(rest_key, seq_len - 1))

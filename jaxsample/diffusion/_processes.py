@@ -17,18 +17,22 @@ logsumexp over :math:`a \\ne x`, so that no weight is a difference of probabilit
 
 * :class:`DTMC` — D3PM/UDLM-uniform ancestral step with :math:`\\alpha_t = 1 - t`.
 * :class:`CTMC` — the exact reverse generator of the uniform forward process (SEDD-uniform,
-  continuous-time UDLM), Euler/τ-leaping; starts at :math:`\\alpha_0 = \\varepsilon` because its
-  hazard diverges at pure noise.
+  continuous-time UDLM), Euler/τ-leaping; starts at :math:`\\alpha_0 = \\alpha_\\min`
+  (``min_signal``) because its hazard diverges at pure noise.
+
+Processes are equinox modules: a float setting (``CTMC.min_signal``) is an array leaf, so it is
+traced by the sampler (two values share one compilation; ``jax.vmap`` over it works).
 * :class:`Flow` — discrete flow matching with a uniform source and :math:`\\kappa_t = t`; its hazard
   diverges at the data end, which the final denoise step replaces.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+
+from jaxsample._checks import check_hyperparameter, is_concrete
 
 __all__ = ["CTMC", "DTMC", "Flow", "PROCESSES"]
 
@@ -51,7 +55,7 @@ def _mask_current(log_weights: jax.Array, is_current: jax.Array) -> jax.Array:
     return jnp.where(is_current, jnp.asarray(-jnp.inf, log_weights.dtype), log_weights)
 
 
-class _Process:
+class _Process(eqx.Module):
     """Shared parts of the processes: a linear signal grid ``k / N`` and the CTMC-style jump
     probability ``1 - exp(-Δ)``; a process overrides what differs."""
 
@@ -68,7 +72,6 @@ class _Process:
         return -jnp.expm1(-jump_mass)
 
 
-@dataclasses.dataclass(frozen=True)
 class DTMC(_Process):
     """Ancestral D3PM/UDLM step under uniform noise (:math:`\\alpha_t = 1 - t`, uniform grid in t).
 
@@ -124,7 +127,6 @@ class DTMC(_Process):
         return jump_mass
 
 
-@dataclasses.dataclass(frozen=True)
 class CTMC(_Process):
     """Euler/τ-leaping on the exact reverse of the uniform forward CTMC (SEDD-uniform).
 
@@ -143,33 +145,37 @@ class CTMC(_Process):
     :math:`\\lambda = \\sum_y \\hat R`), and the Bernoulli rule jumps with probability
     :math:`1 - e^{-\\Delta}` (at least one event).
     The hazard diverges at :math:`\\alpha = 0`, so the grid is
-    :math:`\\alpha_k = \\varepsilon + (1 - \\varepsilon) k / N`; the first steps carry
+    :math:`\\alpha_k = \\alpha_\\min + (1 - \\alpha_\\min) k / N`; the first steps carry
     :math:`\\Delta \\gg 1` (a near-certain move between near-uniform states).
 
     Args:
-        eps: the smallest signal level (``t = 1 − eps`` in diffusion time), in ``(0, 1)``.
+        min_signal: :math:`\\alpha_\\min`, the signal level of the first model call
+            (``t = 1 − min_signal`` in diffusion time), in ``(0, 1)``. A float hyper-parameter:
+            stored as an array leaf and traced by the sampler (a tracer is accepted unchecked).
 
     Reference: Campbell et al. 2022 (arXiv:2205.14987); Lou et al. 2024 (SEDD, arXiv:2310.16834).
 
     Example:
         >>> import jax.numpy as jnp
         >>> from jaxsample.diffusion.shs import CTMC
-        >>> [round(a, 4) for a in CTMC(eps=0.01).signal_grid(4, jnp.float32).tolist()]
+        >>> [round(a, 4) for a in CTMC(min_signal=0.01).signal_grid(4, jnp.float32).tolist()]
         [0.01, 0.2575, 0.505, 0.7525, 1.0]
     """
 
-    eps: float = 1e-3
+    min_signal: jax.Array
     name = "ctmc"
 
-    def __post_init__(self):
-        if not 0.0 < float(self.eps) < 1.0:
-            raise ValueError(f"CTMC eps must be in (0, 1), got {self.eps}")
+    def __init__(self, min_signal=1e-3):
+        min_signal = check_hyperparameter("min_signal", min_signal)
+        if is_concrete(min_signal) and not float(min_signal) < 1.0:
+            raise ValueError(f"min_signal must be in (0, 1), got {float(min_signal)}")
+        self.min_signal = min_signal
 
     def signal_at(self, step, num_steps, dtype) -> jax.Array:
-        """Signal level :math:`\\varepsilon + (1 - \\varepsilon) k / N` (``step`` may be traced)."""
-        eps = jnp.asarray(self.eps, dtype)
+        """Signal level :math:`\\alpha_\\min + (1 - \\alpha_\\min) k/N` (``step`` may be traced)."""
+        start = jnp.asarray(self.min_signal, dtype)
         fraction = jnp.asarray(step).astype(dtype) / jnp.asarray(num_steps).astype(dtype)
-        return eps + (1 - eps) * fraction
+        return start + (1 - start) * fraction
 
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log of :math:`\\hat R(x \\to y)\\,(\\alpha_{k+1} - \\alpha_k)`, shape ``(B, L, K)``."""
@@ -186,7 +192,6 @@ class CTMC(_Process):
         return _mask_current(log_rate + log_scale, is_current)
 
 
-@dataclasses.dataclass(frozen=True)
 class Flow(_Process):
     """Discrete flow matching with a uniform source and the linear path :math:`\\kappa_t = t`.
 

@@ -6,7 +6,10 @@ Three pieces compose (SHS, Jang & Han 2026, arXiv:2601.02799):
 2. a *process*: the stay-vs-replace decomposition of :class:`DTMC` (D3PM/UDLM ancestral),
    :class:`CTMC` (reverse of the uniform forward CTMC, SEDD-uniform) or :class:`Flow` (discrete
    flow matching, uniform source);
-3. a *jump rule*: ``"stratified"`` (systematic hazard sampling) or ``"bernoulli"``.
+3. a *jump rule* (:mod:`jaxsample.kernels.hazard`): ``"stratified"`` (systematic hazard
+   sampling, the paper's), ``"bernoulli"`` (independent coins, the usual sampler), ``"weyl"``
+   (Bernoulli coins coupled across positions) or ``"weyl_window"`` (systematic crossings within
+   short windows from Weyl-coupled phases).
 
 :func:`sample` puts them together; :class:`MarkovChainData` is an exactly solvable data model
 with its Bayes-optimal denoiser, for tests and benchmarks.
@@ -22,29 +25,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_int
+from jaxsample._checks import (
+    check_array,
+    check_callable,
+    check_choice,
+    check_int,
+    check_key,
+    is_concrete,
+)
 from jaxsample.diffusion._markov import MarkovChainData
 from jaxsample.diffusion._processes import CTMC, DTMC, PROCESSES, Flow
-from jaxsample.kernels import hazard
+from jaxsample.kernels import hazard, logspace
 
-__all__ = ["CTMC", "DTMC", "Flow", "MarkovChainData", "SampleInfo", "sample"]
+__all__ = ["CTMC", "DTMC", "JUMP_RULES", "Flow", "MarkovChainData", "SampleInfo", "sample"]
 
-JUMP_RULES = ("stratified", "bernoulli")
+JUMP_RULES = ("stratified", "bernoulli", "weyl", "weyl_window")
+"""The jump rules :func:`sample` accepts."""
+
+_DEFAULT_WINDOW = 4
 
 
 class SampleInfo(NamedTuple):
-    """What :func:`sample` reports besides the tokens.
+    """What :func:`sample` reports besides the tokens (arrays only, also under ``jit``).
 
     Attributes:
         jumps: ``(B, L)`` int32, number of steps in which the position was resampled (a step
             changes a token at most once; the final denoise draw is not counted).
         crossings: ``(B, L)`` float, the jump count ``J`` of the rule: thresholds crossed for
             ``"stratified"`` (can exceed ``jumps`` when a step carries mass >= 1), equal to
-            ``jumps`` for ``"bernoulli"``.
+            ``jumps`` for the other rules.
         cum_hazard: ``(B, L)`` float, the cumulative jump mass :math:`\\Lambda = \\sum_k \\Delta^k`
             along the path actually taken.
-        nfe: int32 scalar, number of model evaluations (``num_steps``).
-        signal_grid: ``(num_steps + 1,)`` float, the signal levels :math:`\\alpha_k` used.
+        nfe: int32 scalar, number of model evaluations (``num_steps``). The signal levels used
+            are ``process.signal_grid(num_steps, dtype)[:-1]``.
         banned_before_denoise: ``(B,)`` int32, positions still holding a blacklisted token just
             before the final denoise draw (which always replaces them); 0 without a blacklist.
         nonfinite: bool scalar, ``True`` if the model returned ``nan`` or ``+inf`` logits (or all
@@ -56,37 +69,30 @@ class SampleInfo(NamedTuple):
     crossings: jax.Array
     cum_hazard: jax.Array
     nfe: jax.Array
-    signal_grid: jax.Array
     banned_before_denoise: jax.Array
     nonfinite: jax.Array
 
 
-
-
 def _resolve_process(process):
     if isinstance(process, str):
-        if process not in PROCESSES:
-            raise ValueError(f"process must be one of {sorted(PROCESSES)}, got {process!r}")
-        return PROCESSES[process]()
-    if isinstance(process, (CTMC, DTMC, Flow)):
+        return PROCESSES[check_choice("process", process, tuple(PROCESSES))]()
+    if isinstance(process, CTMC | DTMC | Flow):
         return process
     raise TypeError(
-        "process must be 'ctmc', 'dtmc', 'flow' or an instance of jaxsample.diffusion.CTMC/DTMC/"
-        f"Flow, got {type(process).__name__}"
+        f"process must be one of {tuple(PROCESSES)} or an instance of "
+        f"jaxsample.diffusion.shs.CTMC/DTMC/Flow, got {type(process).__name__}"
     )
 
 
 def _blacklist_mask(blacklist, vocab_size: int) -> np.ndarray | None:
     if blacklist is None:
         return None
-    ids = np.asarray(blacklist)
-    if ids.size == 0:
+    if not is_concrete(blacklist):
+        raise TypeError("blacklist must be concrete token ids (it fixes the vocabulary mask), "
+                        "got a traced value")
+    if np.size(blacklist) == 0:
         return None
-    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(
-            f"blacklist must be a 1-D sequence of integer token ids, got shape {ids.shape} "
-            f"and dtype {ids.dtype}"
-        )
+    ids = np.asarray(check_array("blacklist", blacklist, ndim=1, kind="integer"))
     if ids.min() < 0 or ids.max() >= vocab_size:
         raise ValueError(
             f"blacklist token ids must be in [0, vocab_size={vocab_size}), got range "
@@ -111,21 +117,24 @@ def sample(
     num_steps: int,
     process="ctmc",
     jumps: str = "stratified",
+    window_length: int | None = None,
     blacklist: Sequence[int] | None = None,
     allocate_phases: bool = False,
     sharding: jax.sharding.Sharding | None = None,
 ) -> tuple[jax.Array, SampleInfo]:
-    """Generates token sequences from a clean-token denoiser with SHS or Bernoulli jumps.
+    """Generates token sequences from a clean-token denoiser with one of four jump rules.
 
-    Starting from uniform noise, each of the first ``num_steps − 1`` model calls drives one
+    Starting from uniform noise (token ids from 32 random bits modulo ``K``: relative bias at most
+    :math:`K / 2^{32}`), each of the first ``num_steps − 1`` model calls drives one
     stay-vs-replace step of ``process`` (see :mod:`jaxsample.diffusion._processes`): per position it
     yields a jump mass :math:`\\Delta` and destination weights :math:`w(y)`, the jump rule decides
     whether the position jumps, and a jumping position draws :math:`y \\sim w / \\Delta` (never its
     current token). The last model call feeds a denoise draw
     :math:`x_0^i \\sim p_\\theta(x_0^i \\mid x)` at every position. One model call per step for
-    both rules.
+    every rule, and the model appears once in the compiled loop.
 
-    Jump rules (:mod:`jaxsample.kernels.hazard`):
+    Jump rules (:mod:`jaxsample.kernels.hazard`; :math:`p` is ``process.jump_probability(Δ)``,
+    Δ for the DTMC and :math:`1 - e^{-\\Delta}` for CTMC/flow):
 
     * ``"stratified"`` — SHS (Jang & Han 2026, arXiv:2601.02799): one phase
       :math:`\\varphi \\sim U[0,1)` per position drawn once; a step jumps iff
@@ -133,18 +142,34 @@ def sample(
       \\mathrm{frac}(\\varphi + \\Delta)`. Given the hazard path the count is
       :math:`\\lfloor\\Lambda\\rfloor` or :math:`\\lceil\\Lambda\\rceil` (variance ≤ 1/4), each step
       still jumps with probability :math:`\\Delta` (:math:`\\Delta \\le 1`), destinations unchanged.
-    * ``"bernoulli"`` — the baseline: an independent coin per step with probability
-      ``process.jump_probability(Δ)`` (Δ for the DTMC, :math:`1 - e^{-\\Delta}` for CTMC/flow).
+      **Not exact in law and not consistent** (below).
+    * ``"bernoulli"`` — the baseline: an independent coin per position and step with
+      probability :math:`p`. Consistent: its law converges to the process's as the steps shrink.
+    * ``"weyl"`` — the Bernoulli coins coupled across the positions of a sequence: one
+      :math:`V \\sim U[0,1)` per sequence and step, position ``i`` jumps iff
+      :math:`\\mathrm{frac}(V + i/\\phi) < p_i` (:math:`\\phi` the golden ratio). Each position's
+      coins have exactly the Bernoulli law (same per-step probability, independent across steps);
+      only simultaneous jumps of several positions become rarer and the number of jumps per
+      sequence is stratified. Consistent like Bernoulli.
+    * ``"weyl_window"`` — systematic crossings of :math:`p` inside windows of ``window_length``
+      steps (default 4), from Weyl-coupled phases drawn afresh at every window start: each step
+      still jumps with probability :math:`p` on a fixed path, the count per window has variance
+      ≤ 1/4, and the within-window dependence it adds vanishes as the steps shrink (consistent).
 
-    Both rules split each step's key the same way, so with one seed they share the destination
-    draws. ``num_steps`` is a traced loop bound: one compilation serves every NFE.
+    All rules split each step's key the same way, so with one seed they share the destination
+    draws (an inverse-CDF draw, :func:`jaxsample.kernels.logspace.categorical`). ``num_steps``
+    and ``window_length`` are traced loop values, and so are the process's float settings
+    (``CTMC.min_signal``) and ``allocate_phases``: one compilation serves every NFE, window,
+    signal floor and allocation setting.
 
     Caveat (measured, see ``bench/results_shs.md``): SHS is not distribution-exact. The first
     jump of a position happens when its cumulative mass reaches :math:`1 - U`, a linear rather
-    than exponential waiting-time law, so even with an exact denoiser and many steps the output
-    law is sharpened towards the modes: fewer invalid bigrams than Bernoulli at equal NFE, but a
-    sequence-level TV that plateaus (≈ 0.12 on the K = 3, L = 6 test chain) where the Bernoulli
-    rule converges to the data law.
+    than exponential waiting-time law (:math:`P(\\text{no jump}) = 1 - \\Lambda`, not
+    :math:`e^{-\\Lambda}`), so even with an exact denoiser and many steps the output law is
+    sharpened towards the modes: fewer invalid bigrams than Bernoulli at equal NFE, but a
+    sequence-level TV that plateaus (≈ 0.12 on the K = 3, L = 6 test chain) where the other three
+    rules converge to the data law. ``"weyl_window"`` keeps most of SHS's variance reduction and
+    converges.
 
     Blacklist: blacklisted tokens are removed from the model's clean-token posterior (set to
     ``-inf`` and renormalised) before the process is built, so they are never proposed and never
@@ -167,7 +192,9 @@ def sample(
         num_samples: ``B >= 1``.
         num_steps: number of model evaluations (NFE) ``>= 1``; ``1`` is a single denoise draw.
         process: ``"ctmc"``, ``"dtmc"``, ``"flow"`` or a :class:`CTMC`/:class:`DTMC`/:class:`Flow`.
-        jumps: ``"stratified"`` or ``"bernoulli"``.
+        jumps: one of :data:`JUMP_RULES`.
+        window_length: steps per window of ``jumps="weyl_window"`` (``>= 1``, default 4); only
+            with that rule.
         blacklist: token ids never to generate, or ``None``.
         allocate_phases: the blacklist phase-allocation variant (needs a blacklist and
             ``jumps="stratified"``).
@@ -187,19 +214,22 @@ def sample(
         >>> data = shs.MarkovChainData(jnp.full(3, 1 / 3), jnp.array(
         ...     [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]))
         >>> tokens, info = shs.sample(jax.random.key(0), data.denoiser, vocab_size=3,
-        ...     seq_len=6, num_samples=100, num_steps=16, process="flow")
+        ...     seq_len=6, num_samples=100, num_steps=16, process="flow", jumps="weyl_window")
         >>> tokens.shape, int(info.nfe), bool(info.nonfinite)
         ((100, 6), 16, False)
     """
-    if not callable(denoiser):
-        raise TypeError(f"denoiser must be callable, got {type(denoiser).__name__}")
-    check_int("vocab_size", vocab_size, 2)
-    check_int("seq_len", seq_len, 1)
-    check_int("num_samples", num_samples, 1)
-    check_int("num_steps", num_steps, 1)
+    key = check_key("key", key)
+    denoiser = check_callable("denoiser", denoiser)
+    vocab_size = check_int("vocab_size", vocab_size, 2)
+    seq_len = check_int("seq_len", seq_len, 1)
+    num_samples = check_int("num_samples", num_samples, 1)
+    num_steps = check_int("num_steps", num_steps, 1)
     process = _resolve_process(process)
-    if jumps not in JUMP_RULES:
-        raise ValueError(f"jumps must be one of {JUMP_RULES}, got {jumps!r}")
+    jumps = check_choice("jumps", jumps, JUMP_RULES)
+    if window_length is not None and jumps != "weyl_window":
+        raise ValueError(f"window_length is a setting of jumps='weyl_window', got jumps={jumps!r}")
+    window_length = check_int("window_length", _DEFAULT_WINDOW if window_length is None
+                              else window_length, 1)
     banned = _blacklist_mask(blacklist, vocab_size)
     if not isinstance(allocate_phases, bool):
         raise TypeError(f"allocate_phases must be a bool, got {type(allocate_phases).__name__}")
@@ -211,13 +241,13 @@ def sample(
     if sharding is not None and not isinstance(sharding, jax.sharding.Sharding):
         raise TypeError(f"sharding must be a jax.sharding.Sharding, got {type(sharding).__name__}")
 
-    shape = (int(num_samples), int(seq_len))
+    shape = (num_samples, seq_len)
     probe = jax.eval_shape(
         denoiser,
         jax.ShapeDtypeStruct(shape, jnp.int32),
         jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(jnp.float64)),
     )
-    expected = (*shape, int(vocab_size))
+    expected = (*shape, vocab_size)
     if not hasattr(probe, "shape") or tuple(probe.shape) != expected:
         raise ValueError(
             f"denoiser(tokens, signal) must return logits of shape (num_samples, seq_len, "
@@ -225,20 +255,21 @@ def sample(
         )
     if not jnp.issubdtype(probe.dtype, jnp.floating):
         raise TypeError(f"denoiser logits must be floating, got dtype {probe.dtype}")
-    dtype = jnp.dtype(probe.dtype)
-    tokens, info = _sample(
-        key, denoiser, process, jumps, banned, allocate_phases, sharding, shape,
-        int(vocab_size), jnp.asarray(num_steps, jnp.int32), dtype,
+    return _sample(
+        key, denoiser, process, jumps, banned, jnp.asarray(allocate_phases), sharding, shape,
+        vocab_size, jnp.asarray(num_steps, jnp.int32), jnp.asarray(window_length, jnp.int32),
+        jnp.dtype(probe.dtype),
     )
-    return tokens, info._replace(signal_grid=process.signal_grid(num_steps, dtype))
 
 
-def _stay_or_replace(key, tokens, phase, log_weights, jumps, jump_probability):
-    """One stay-vs-replace step shared by both rules: only the jump decision differs.
+def _stay_or_replace(key, tokens, phase, log_weights, jump_probability, jumps, window_start,
+                     force=False):
+    """One stay-vs-replace step shared by every rule: only the jump decision differs.
 
     ``log_weights`` ``(B, L, K)`` are the log jump weights (``-inf`` at the current token); their
-    sum is the jump mass Δ. The key is split the same way for both rules, so the destination
-    draw ``y ~ w / Δ`` is the same random variable under either rule.
+    sum is the jump mass Δ. The key is split the same way for every rule, so the destination
+    draw ``y ~ w / Δ`` is the same random variable under each. ``force`` (a boolean scalar) makes
+    every position jump (the final denoise draw, with ``log_weights`` the posterior).
 
     Returns ``(tokens, phase, jump, crossings, jump_mass)``.
     """
@@ -247,16 +278,21 @@ def _stay_or_replace(key, tokens, phase, log_weights, jumps, jump_probability):
     if jumps == "stratified":
         crossings, phase = hazard.stratified_jumps(phase, jump_mass)
         jump = crossings >= 1
+    elif jumps == "weyl_window":
+        jump, crossings, phase = hazard.weyl_window_jumps(
+            coin_key, phase, jump_probability(jump_mass), window_start)
     else:
-        jump = hazard.bernoulli_jumps(coin_key, jump_probability(jump_mass))
+        rule = hazard.bernoulli_jumps if jumps == "bernoulli" else hazard.weyl_jumps
+        jump = rule(coin_key, jump_probability(jump_mass))
         crossings = jump.astype(jump_mass.dtype)
-    proposal = jax.random.categorical(dest_key, log_weights, axis=-1).astype(jnp.int32)
+    jump = jump | force
+    proposal = logspace.categorical(dest_key, log_weights)
     return jnp.where(jump, proposal, tokens), phase, jump, crossings, jump_mass
 
 
 @eqx.filter_jit
 def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vocab_size,
-            num_steps, dtype):
+            num_steps, window_length, dtype):
     constrain = (lambda x: x) if sharding is None else (
         lambda x: jax.lax.with_sharding_constraint(x, sharding)
     )
@@ -270,51 +306,63 @@ def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vo
         log_posterior = jax.nn.log_softmax(logits, axis=-1)
         return log_posterior, jnp.any(jnp.isnan(log_posterior))
 
-    noise_key, phase_key, steps_key, final_key = jax.random.split(key, 4)
-    tokens = constrain(jax.random.randint(noise_key, shape, 0, vocab_size, dtype=jnp.int32))
-    phase = hazard.init_phase(phase_key, shape, dtype)
-    if allocate:
-        phase = hazard.allocate_phases(phase, banned[tokens])
+    noise_key, phase_key, steps_key = jax.random.split(key, 3)
+    # uniform noise: 32 random bits modulo K (relative bias at most K / 2^32); one draw, where
+    # jax.random.randint's two would double the compiled random-number code
+    bits = jax.random.bits(noise_key, shape, jnp.uint32)
+    tokens = constrain((bits % jnp.uint32(vocab_size)).astype(jnp.int32))
+    if jumps == "stratified":  # the only rule whose phases are drawn once, up front
+        phase = hazard.init_phase(phase_key, shape, dtype)
+        if banned is not None:  # ``allocate`` is traced: one compilation serves both settings
+            phase = jnp.where(allocate, hazard.allocate_phases(phase, banned[tokens]), phase)
+    else:
+        phase = jnp.zeros(shape, dtype)
     phase = constrain(phase)
 
     def step(index, carry):
-        tokens, phase, jumps_so_far, crossings, cum_hazard, nonfinite = carry
-        signal = process.signal_at(index, num_steps, dtype)
-        next_signal = process.signal_at(index + 1, num_steps, dtype)
-        log_posterior, bad = posterior(tokens, signal)
-        log_weights = process.log_jump_weights(log_posterior, tokens, signal, next_signal)
-        tokens, phase, jump, n, jump_mass = _stay_or_replace(
-            jax.random.fold_in(steps_key, index), tokens, phase, log_weights, jumps,
-            process.jump_probability,
-        )
-        return (
-            constrain(tokens),
-            phase,
-            jumps_so_far + jump.astype(jnp.int32),
-            crossings + n,
-            cum_hazard + jump_mass,
-            nonfinite | bad | jnp.any(jnp.isnan(jump_mass)),
-        )
+        tokens, phase, jump_counts, crossings, cum_hazard, banned_left, nonfinite = carry
+        with jax.named_scope("shs_step"):
+            # the last model call feeds the denoise draw: every position redrawn from the
+            # posterior, so the model is traced once for the whole loop
+            last = index == num_steps - 1
+            signal = process.signal_at(index, num_steps, dtype)
+            next_signal = process.signal_at(index + 1, num_steps, dtype)
+            log_posterior, bad = posterior(tokens, signal)
+            log_weights = jnp.where(
+                last, log_posterior,
+                process.log_jump_weights(log_posterior, tokens, signal, next_signal))
+            if banned is not None:
+                banned_left = jnp.where(last, jnp.sum(banned[tokens], axis=-1, dtype=jnp.int32),
+                                        banned_left)
+            new_tokens, phase, jump, n, jump_mass = _stay_or_replace(
+                jax.random.fold_in(steps_key, index), tokens, phase, log_weights,
+                process.jump_probability, jumps, index % window_length == 0, force=last,
+            )
+            counted = jnp.logical_not(last)
+            zero = jnp.zeros((), dtype)
+            return (
+                constrain(new_tokens),
+                phase,
+                jump_counts + (jump & counted).astype(jnp.int32),
+                crossings + jnp.where(counted, n, zero),
+                cum_hazard + jnp.where(counted, jump_mass, zero),
+                banned_left,
+                nonfinite | bad | jnp.any(jnp.isnan(jump_mass)),
+            )
 
     zeros = jnp.zeros(shape, dtype)
-    carry = (tokens, phase, jnp.zeros(shape, jnp.int32), zeros, zeros, jnp.asarray(False))
+    carry = (tokens, phase, jnp.zeros(shape, jnp.int32), zeros, zeros,
+             jnp.zeros(shape[0], jnp.int32), jnp.asarray(False))
     # num_steps is traced: one compilation serves every NFE
-    tokens, _, jump_counts, crossings, cum_hazard, nonfinite = jax.lax.fori_loop(
-        0, num_steps - 1, step, carry
+    tokens, _, jump_counts, crossings, cum_hazard, banned_left, nonfinite = jax.lax.fori_loop(
+        0, num_steps, step, carry
     )
-    if banned is None:
-        banned_left = jnp.zeros(shape[0], jnp.int32)
-    else:
-        banned_left = jnp.sum(banned[tokens], axis=-1, dtype=jnp.int32)
-    log_posterior, bad = posterior(tokens, process.signal_at(num_steps - 1, num_steps, dtype))
-    tokens = jax.random.categorical(final_key, log_posterior, axis=-1).astype(jnp.int32)
     info = SampleInfo(
         jumps=jump_counts,
         crossings=crossings,
         cum_hazard=cum_hazard,
         nfe=num_steps,
-        signal_grid=None,  # filled in outside the compiled function: its length is the NFE
         banned_before_denoise=banned_left,
-        nonfinite=nonfinite | bad,
+        nonfinite=nonfinite,
     )
-    return constrain(tokens), info
+    return tokens, info
