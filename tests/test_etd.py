@@ -350,12 +350,13 @@ def test_weight_guard_tempers_to_the_target_ess():
     from jaxsample.kernels import logspace
     from jaxsample.particles.etd import _temper
 
+    temper = jax.jit(_temper)
     log_b = logspace.log_normalize(jnp.linspace(0.0, -20.0, 50))  # ESS ≈ 2.6 of 50
     ess = lambda lb: float(jnp.exp(logspace.log_ess(lb)))
-    tempered, beta = _temper(log_b, jnp.asarray(0.5))
+    tempered, beta = temper(log_b, jnp.asarray(0.5))
     assert 0 < float(beta) < 1 and abs(ess(tempered) - 25.0) < 0.05
     np.testing.assert_allclose(jax.nn.logsumexp(tempered), 0.0, atol=1e-6)
-    same, beta = _temper(log_b, jnp.asarray(0.01))  # already above the target: untouched
+    same, beta = temper(log_b, jnp.asarray(0.01))  # already above the target: untouched
     assert float(beta) == 1.0 and bool(jnp.all(same == log_b))
 
 

@@ -1,9 +1,8 @@
-"""Demo section: ETD on a 2-D four-mode mixture and on a 50-D Gaussian (variance collapse).
+"""Demo section: ETD on a 2-D four-mode mixture, next to BlackJAX SVGD.
 
 Entropic transport descent moves 100 particles by one entropic OT plan per step towards
-importance-weighted proposals. The table shows mode coverage and energy distance to exact samples on
-the mixture, and the dimension-averaged marginal variance (DAMV, ideal 1) on N(0, I_50), next to
-BlackJAX SVGD (RBF kernel, median heuristic, Adam) when BlackJAX is installed.
+importance-weighted proposals. The table shows mode coverage and energy distance to exact samples,
+next to BlackJAX SVGD (RBF kernel, median heuristic, Adam) when BlackJAX is installed.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     import matplotlib.pyplot as plt
 
     import jaxsample
-    from jaxsample.diagnostics import damv, energy_distance
+    from jaxsample.diagnostics import energy_distance
     from jaxsample.targets import GaussianMixture
 
     keys = jax.random.split(key, 6)
@@ -51,29 +50,16 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     def mixture_row(name, x, seconds):
         counts = np.bincount(np.asarray(target.nearest_mode(x)), minlength=4)
         rows.append(["4-mode mixture (2-D)", name, "/".join(map(str, counts)),
-                     float(energy_distance(x, reference)), None, seconds])
+                     float(energy_distance(x, reference)), seconds])
         clouds[name] = np.asarray(x)
 
-    for name, score in [("ETD (score)", jax.grad(target.logdensity)), ("ETD (score-free)", None)]:
-        alg = jaxsample.etd(target.logdensity, score_fn=score)
-        (state, _), seconds = timed(lambda alg=alg: jaxsample.run(keys[2], alg, alg.init(x0), 50))
-        mixture_row(name, state.positions, seconds)
-    svgd_x, seconds = timed(lambda: _svgd(target.logdensity, x0, 250, 0.1))
+    alg = jaxsample.etd(target.logdensity, score_fn=jax.grad(target.logdensity),
+                        num_proposals=10)
+    (state, info), seconds = timed(lambda: jaxsample.run(keys[2], alg, alg.init(x0), 30))
+    mixture_row("ETD (score, 30 steps)", state.positions, seconds)
+    svgd_x, seconds = timed(lambda: _svgd(target.logdensity, x0, 150, 0.1))
     if svgd_x is not None:
-        mixture_row("BlackJAX SVGD (250 steps)", svgd_x, seconds)
-
-    def std_normal(x):
-        return -0.5 * jnp.sum(x**2)
-
-    z0 = 2.0 * jax.random.normal(keys[3], (100, 50))
-    alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal))
-    (state, info), seconds = timed(lambda: jaxsample.run(keys[4], alg, alg.init(z0), 60))
-    rows.append(["N(0, I_50)", "ETD (score)", f"{int(info.num_distinct[-1])} distinct", None,
-                 float(damv(state.positions)), seconds])
-    svgd_z, seconds = timed(lambda: _svgd(std_normal, z0, 500, 0.05))
-    if svgd_z is not None:
-        rows.append(["N(0, I_50)", "BlackJAX SVGD (500 steps)", "-", None,
-                     float(damv(svgd_z)), seconds])
+        mixture_row("BlackJAX SVGD (150 steps)", svgd_x, seconds)
 
     fig, axes = plt.subplots(1, len(clouds), figsize=(4 * len(clouds), 4), sharex=True,
                              sharey=True, squeeze=False)
@@ -87,15 +73,14 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return SectionReport(
-        headers=["target", "method", "particles per mode", "energy dist.", "DAMV", "time (s)"],
+        headers=["target", "method", "particles per mode", "energy dist.", "time (s)"],
         rows=rows,
         figures=[path],
-        note=("100 particles, M = 25 proposals each, ε = 0.1, α = 0.5, balanced coupling; ETD runs "
-              "50 steps (mixture) and 60 steps (50-D). Times "
-              "include compilation. DAMV: dimension-averaged marginal variance, ideal 1; SVGD's "
-              "kernel repulsion fades in 50-D and its variance collapses."),
+        note=("100 particles, M = 10 proposals each, ε = 0.1, α = 0.5, balanced coupling, 30 "
+              "steps; times include compilation. The variance-collapse comparison in 50-D "
+              "(ETD's DAMV 0.93 vs SVGD's 0.09) is in bench/results_etd.md."),
     )
 
 
-SECTION = Section(name="etd", title="ETD: entropic transport descent (mixture, variance collapse)",
+SECTION = Section(name="etd", title="ETD: entropic transport descent (four-mode mixture)",
                   run=_run, order=20)

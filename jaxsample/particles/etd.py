@@ -41,6 +41,20 @@ on standard-scale targets up to ``d ≈ 50`` with 100 particles (at ``d = 100`` 
 ``bench/results_etd.md``); scale ``α`` with the square of the target's length scale, and watch
 ``info.weight_ess`` and ``info.num_distinct``: if they fall to a handful, raise ``α`` or
 ``num_proposals``, or add ``mutation_steps``.
+
+**Choosing the preconditioner.** One isotropic proposal scale cannot suit a posterior whose
+principal standard deviations span orders of magnitude (Bayesian logistic regression: 24×): the
+weights then pile onto a few proposals and the ensemble collapses. With a preconditioner ``L``
+(``Σ = LLᵀ`` a covariance scale), every step runs in the whitened coordinates ``L⁻¹x``: centres
+``m = x + αΣ∇log π``, proposals ``m + √(2α)Lξ``, the Mahalanobis cost, preconditioned MALA, and
+``α`` is then in whitened units (the default 0.5 is the value that keeps the weights balanced on
+a standard-scale target). Use ``"ensemble"`` (no extra work, adapts every step; a little
+Ledoit–Wolf shrinkage keeps it well conditioned while ``N`` is not much larger than ``d``;
+``ema`` smooths it) when the target is roughly unimodal; a fixed factor from
+:func:`laplace_preconditioner` when a mode and Hessian are cheap (it does not move with the
+ensemble, so it cannot collapse with it); ``"diagonal"`` when ``d`` is large and the scales are
+axis-aligned; ``None`` for multimodal targets whose ensemble covariance is dominated by the
+distance between modes. ``bench/results_etd.md`` has the measured comparison.
 """
 
 from __future__ import annotations
