@@ -5,14 +5,15 @@ conditional law moves. :func:`jaxsample.diffusion.vmf.sample` needs from it:
 
 * ``dim`` (static), ``t_end`` (the last time; < 1 for paths whose velocity has a 1/(1 − t)
   factor) and ``has_score`` (whether predictor–corrector sampling is available);
-* ``init(key, shape, dtype)``: draws of the t = 0 law, ``shape + (dim,)``;
+* ``init(key, shape, dtype)`` / ``from_noise(noise)``: draws of the t = 0 law, ``shape + (dim,)``
+  (the latter from standard normal noise of that shape);
 * ``log_likelihood(x, t, embeddings)``: ``(..., V)`` log p_t(x_l | e_k) up to a constant that
   does not depend on k: what an exact posterior needs;
 * ``velocity(x, t, probs, embeddings)`` and ``score(x, t, probs, embeddings)``: the marginal
   velocity E[v_t(x | e) | x] and score ∇ log p_t(x) given the token posterior ``probs`` (…, V);
-* ``move(x, v, dt)`` (one predictor step), ``langevin(key, x, score, step_size)`` (one corrector
-  step) and ``corrector_scale(t)`` (the natural variance scale of p_t(· | e), which multiplies the
-  relative corrector step size);
+* ``move(x, v, dt)`` (one predictor step), ``langevin(x, score, step_size, noise)`` (one
+  corrector step, given standard normal noise) and ``corrector_scale(t)`` (the natural variance
+  scale of p_t(· | e), which multiplies the relative corrector step size);
 * ``sample_conditional(key, targets, t)``: exact draws x_t ~ p_t(· | e) for each row of
   ``targets`` (training data for a learned posterior, and tests);
 * ``velocity_table(times)``: the conditional-velocity coefficient on a (time × angle) grid.
@@ -76,7 +77,11 @@ class SpherePath(FlowPath):
     predictor and Langevin corrector, unit-embedding check."""
 
     def init(self, key, shape, dtype):
-        return sphere.uniform(key, shape, self.dim, dtype)
+        return self.from_noise(sphere.normal(key, (*shape, self.dim), dtype))
+
+    def from_noise(self, noise):
+        """The t = 0 law from standard normal ``noise``: uniform on the sphere."""
+        return sphere.retract(noise)
 
     def move(self, x, v, dt):
         # the retraction Retr(x + h v) rather than exp_x(h v): both are first-order steps; the
@@ -84,8 +89,9 @@ class SpherePath(FlowPath):
         # atan(h|v|), offsets Euler's overshoot) and three times cheaper on XLA:CPU
         return sphere.retract(x + dt * v)
 
-    def langevin(self, key, x, score, step_size):
-        noise = sphere.tangent_project(x, sphere.normal(key, x.shape, x.dtype))
+    def langevin(self, x, score, step_size, noise):
+        """Retr(x + ε s + √(2ε) P_x ξ) for standard normal ``noise`` ξ."""
+        noise = sphere.tangent_project(x, noise)
         return sphere.retract(x + step_size * score + jnp.sqrt(2 * step_size) * noise)
 
     def check_embeddings(self, embeddings):

@@ -136,11 +136,13 @@ class EuclideanPath(FlowPath):
     def init(self, key, shape, dtype):
         return sphere.normal(key, (*shape, self.dim), dtype)
 
+    def from_noise(self, noise):
+        return noise
+
     def move(self, x, v, dt):
         return x + dt * v
 
-    def langevin(self, key, x, score, step_size):
-        noise = sphere.normal(key, x.shape, x.dtype)
+    def langevin(self, x, score, step_size, noise):
         return x + step_size * score + jnp.sqrt(2 * step_size) * noise
 
     def check_embeddings(self, embeddings):
