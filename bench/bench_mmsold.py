@@ -99,7 +99,8 @@ def _fidelity_table(quick: bool) -> BenchTable:
     grid = (0.02,) if quick else (0.0, 0.02, 0.05)
     rows, notes = [], []
     key = jax.random.key(0)
-    for name, make in [("checkerboard", checkerboard), ("two spirals", two_spirals)]:
+    datasets = [("checkerboard", checkerboard), ("two spirals", two_spirals)]
+    for name, make in datasets[:1] if quick else datasets:
         key, k_train, k_target, k_run, k_sw = jax.random.split(key, 5)
         data, target = make(k_train, num_train), make(k_target, num_target)
         floor = float(sliced_wasserstein(k_sw, data, target, NUM_PROJECTIONS))
@@ -145,6 +146,8 @@ def _memory_table(size: str) -> BenchTable:
                ("MM-SOLD, chunk 1000", jaxsample.mmsold, 1000),
                ("MM-SOLD, dense", jaxsample.mmsold, None),
                ("naive Langevin, default chunk", smoothed_langevin, DEFAULT_CHUNK_SIZE)]
+    if quick:
+        configs = [configs[0], configs[2]]
     for name, make, chunk_size in configs:
         alg = make(data, bandwidth=BANDWIDTH_2D, smoothing=0.02,
                    num_smoothing_samples=num_samples, step_size=1e-4, chunk_size=chunk_size)
@@ -221,4 +224,5 @@ def _nearest_distance(x, data, exclude_self=False):
 def run(size: str) -> list[BenchTable]:
     """``"gpu"``: the step-time table at B = 20 000, n = 10 000; the others at full size."""
     quick = size == "quick"
-    return [_fidelity_table(quick), _memory_table(size), _latent_table(quick)]
+    tables = [_fidelity_table(quick), _memory_table(size)]
+    return tables if quick else [*tables, _latent_table(quick)]
