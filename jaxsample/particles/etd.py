@@ -48,13 +48,15 @@ weights then pile onto a few proposals and the ensemble collapses. With a precon
 (``Σ = LLᵀ`` a covariance scale), every step runs in the whitened coordinates ``L⁻¹x``: centres
 ``m = x + αΣ∇log π``, proposals ``m + √(2α)Lξ``, the Mahalanobis cost, preconditioned MALA, and
 ``α`` is then in whitened units (the default 0.5 is the value that keeps the weights balanced on
-a standard-scale target). Use ``"ensemble"`` (no extra work, adapts every step; a little
-Ledoit–Wolf shrinkage keeps it well conditioned while ``N`` is not much larger than ``d``;
-``ema`` smooths it) when the target is roughly unimodal; a fixed factor from
-:func:`laplace_preconditioner` when a mode and Hessian are cheap (it does not move with the
-ensemble, so it cannot collapse with it); ``"diagonal"`` when ``d`` is large and the scales are
-axis-aligned; ``None`` for multimodal targets whose ensemble covariance is dominated by the
-distance between modes. ``bench/results_etd.md`` has the measured comparison.
+a standard-scale target). Measured on Bayesian logistic regression (breast cancer, d = 31,
+N = 100, init N(0, 0.01 I), ``bench/results_etd.md``): a fixed factor from
+:func:`laplace_preconditioner` gave posterior sd ratio 1.02 (per weight 0.76–1.32) and mean
+error 0.15 posterior sd against NUTS after 40 steps, weight ESS 54; ``"ensemble"`` from that
+tight start collapsed with the ensemble (sd ratio 0.02, weight ESS 2.8: the whitening shrinks
+with the particles, a positive feedback), so it is for ensembles that already span the target;
+``"diagonal"`` suits large ``d`` with axis-aligned scales. The default stays ``None`` (exactly the
+unpreconditioned sampler): no preconditioner is right for every target, and on multimodal targets
+the ensemble covariance is dominated by the distance between modes.
 """
 
 from __future__ import annotations
