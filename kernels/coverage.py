@@ -33,14 +33,16 @@ of the indicators ``1[Bx < 1]``, evaluates ``D(τ̄)`` and also tries its primal
 returned ``gap = D(τ̄) − Φ(x)`` bounds ``Φ(x*) − Φ(x)``, hence ``‖x − x*‖₁ <= sqrt(2 k gap / reg)``.
 
 **KL projection** (:func:`kl_project`) onto the capped simplex: ``Π(l) = min(0, s + l)`` in log
-space, with s the root of ``Σ_i min(1, e^{s + l_i}) = k``, monotone in s. A bisection in
-``lax.while_loop`` brackets it between ``log k − LSE(l)`` and ``−min(l)`` (every entry capped),
-until the bracket is a few ulps wide, and then s is recomputed in closed form on the capped set C
-found, ``s = log(k − |C|) − LSE_{i∉C} l_i``, so ``Σx = k`` to rounding. It is written here rather
-than with :class:`optimistix.Bisection`, whose termination needs ``|f(s)| < atol`` with the same
-atol as the bracket width: the rounding of the sum of m terms can keep ``|f|`` above a bracket-sized
-atol and run it to its step cap, while only the capped set (the bracket) matters before the closed
-form.
+space, with s the root of ``Σ_i min(1, e^{s + l_i}) = k``. Given the capped set C the root is
+``s(C) = log(k − |C|) − LSE_{i∉C} l_i``, so the 1-D root find is run as iterated capping in
+``lax.while_loop``: start from C = ∅ and add ``{i : s(C) + l_i > 0}`` until C stops growing. s(C)
+only increases, so C only grows and the fixed point meets the KKT conditions: the projection is
+exact after at most k + 1 passes, typically 2–4 (the capping step of Warmuth & Kuzmin's capped
+simplex projections). Neither a bisection in ``lax.while_loop`` nor :class:`optimistix.Bisection`
+is used: bisecting s to a few ulps took 40–60 passes over the m entries in every mirror step
+(most of a step's time for m of a few hundred), and optimistix's bisection terminates only when
+``|f(s)| < atol`` with the atol of the bracket width, which the rounding of a sum of m terms can
+keep it from reaching.
 
 **Incidence.** Dense ``(n, m)`` float 0/1 arrays, or :class:`PaddedIncidence` (per element, the ids
 of the sets containing it, padded), for n = 10⁶ elements: every pass is O(n·d) there (a gather for
@@ -123,8 +125,10 @@ def covered_counts(incidence: Incidence, x: jax.Array) -> jax.Array:
 def set_totals(incidence: Incidence, u: jax.Array) -> jax.Array:
     """``(Bᵀu)_i = Σ_{e ∈ S_i} u_e``, ``(m,)``."""
     if isinstance(incidence, PaddedIncidence):
-        spread = jnp.broadcast_to(u[:, None], incidence.indices.shape)
-        totals = jnp.zeros((incidence.num_sets + 1,), u.dtype).at[incidence.indices].add(spread)
+        # a flat segment sum: on XLA:CPU half the time of the 2-D scatter-add .at[indices].add
+        spread = jnp.broadcast_to(u[:, None], incidence.indices.shape).reshape(-1)
+        totals = jax.ops.segment_sum(spread, incidence.indices.reshape(-1),
+                                     num_segments=incidence.num_sets + 1)
         return totals[:-1]
     return u @ incidence
 
@@ -166,33 +170,24 @@ def kl_project(log_y: jax.Array, k: int) -> jax.Array:
     with jax.named_scope("kl_project"):
         dtype = log_y.dtype
         count = jnp.asarray(k, dtype)
-        lower = jnp.log(count) - jax.nn.logsumexp(log_y)
-        upper = -jnp.min(log_y)            # every entry capped: Σ = m >= k
-        ulps = 4 * jnp.finfo(dtype).eps
 
-        def excess(s):
-            return jnp.sum(jnp.minimum(1, jnp.exp(s + log_y))) - count
+        def shift(capped):
+            free = count - jnp.sum(capped).astype(dtype)
+            return jnp.log(free) - jax.nn.logsumexp(jnp.where(capped, -jnp.inf, log_y))
 
-        def wide(bracket):
-            lo, hi, steps = bracket
-            return (hi - lo > ulps * jnp.maximum(1, jnp.maximum(jnp.abs(lo), jnp.abs(hi)))) & (
-                steps < 4 * jnp.finfo(dtype).nmant)
+        def growing(state):
+            _, changed, passes = state
+            return changed & (passes <= k)
 
-        def halve(bracket):
-            lo, hi, steps = bracket
-            mid = (lo + hi) / 2
-            above = excess(mid) >= 0
-            return jnp.where(above, lo, mid), jnp.where(above, mid, hi), steps + 1
+        def cap(state):
+            capped, _, passes = state
+            grown = capped | (shift(capped) + log_y > 0)
+            return grown, jnp.any(grown != capped), passes + 1
 
-        lo, hi, _ = jax.lax.while_loop(wide, halve, (lower, upper, 0))
-        # the root lies in [lo, hi]: entries with hi + l >= 0 may be capped, those with
-        # lo + l > 0 are; the first set leaves a slot free unless it is too large (ties at 1)
-        capped_hi = hi + log_y >= 0
-        capped = jnp.where(jnp.sum(capped_hi) < k, capped_hi, lo + log_y > 0)
-        free = count - jnp.sum(capped).astype(dtype)
-        shift = jnp.log(free) - jax.nn.logsumexp(jnp.where(capped, -jnp.inf, log_y))
+        start = (jnp.zeros(log_y.shape, bool), jnp.asarray(True), 0)
+        capped, _, _ = jax.lax.while_loop(growing, cap, start)
         # floor at log(tiny) so that x log x stays finite where the rest underflows
-        return jnp.clip(shift + log_y, jnp.log(jnp.finfo(dtype).tiny), 0)
+        return jnp.clip(shift(capped) + log_y, jnp.log(jnp.finfo(dtype).tiny), 0)
 
 
 def _evaluate(incidence, weights, log_x):

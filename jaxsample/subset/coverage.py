@@ -139,7 +139,8 @@ class CoverageInfo(NamedTuple):
 
 
 def _default_tolerance(dtype) -> float:
-    return 1e-5 if jnp.dtype(dtype).itemsize < 8 else 1e-10
+    # float32 log e_k carries ~1e-5 relative error at m = 10⁴, k = 100 (a floor on the fit)
+    return 1e-4 if jnp.dtype(dtype).itemsize < 8 else 1e-10
 
 
 def _tolerance(tolerance, dtype):
@@ -224,7 +225,7 @@ def _fit(marginals, k, tolerance, max_iterations):
     return theta, FitInfo(result.residual, result.num_steps, result.converged, nonfinite)
 
 
-def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 100):
+def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50):
     """Conditional Poisson log-weights whose inclusion probabilities are ``marginals``.
 
     The maximum-entropy law on k-subsets with these marginals. Minimises the convex dual
@@ -234,7 +235,8 @@ def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 100)
     Args:
         marginals: ``(m,)`` in ``[0, 1]`` summing to k; 0/1 entries are forced out/in.
         k: subset size, ``1 <= k <= m``.
-        tolerance: target ``max|π − x|`` (default 1e-5 in float32, 1e-10 in float64).
+        tolerance: target ``max|π − x|`` (default 1e-4 in float32, 1e-10 in float64; the
+            iteration usually meets it in 5–15 steps).
         max_iterations: cap on fixed-point iterations.
 
     Returns:
@@ -247,7 +249,7 @@ def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 100)
         >>> import numpy as np
         >>> x = np.linspace(0.05, 0.95, 30, dtype=np.float32)
         >>> theta, info = fit_weights(x * 4 / x.sum(), 4)
-        >>> theta.dtype, info.residual.dtype, bool(info.converged), bool(info.residual < 1e-4)
+        >>> theta.dtype, info.residual.dtype, bool(info.converged), bool(info.residual < 1e-3)
         (dtype('float32'), dtype('float32'), True, True)
     """
     marginals, k = _check_marginals(marginals, k)
@@ -305,7 +307,7 @@ def _round(key, marginals, k, scheme, tolerance, max_iterations):
 
 
 def correlated_k_subset(key, marginals, k: int, *, scheme: str = "cp", tolerance=None,
-                        max_iterations: int = 100) -> jax.Array:
+                        max_iterations: int = 50) -> jax.Array:
     """A k-subset with inclusion probabilities ``marginals``, coupled across inputs by ``key``.
 
     The key is the common seed: the same key on two nearby marginal vectors returns nearly the
@@ -508,7 +510,7 @@ def _assemble(incidence, weights, x, relaxed, mask, fit):
 
 
 def stable_max_coverage(key, incidence, k: int, *, reg, weights=None, num_steps: int = 500,
-                        scheme: str = "cp", tolerance=None, max_iterations: int = 100):
+                        scheme: str = "cp", tolerance=None, max_iterations: int = 50):
     """Stable maximum coverage: the entropic relaxation rounded with a common seed.
 
     Solves ``x* = argmax F + reg·H`` (:func:`max_coverage_relaxation`) and rounds it with
