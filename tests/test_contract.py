@@ -19,6 +19,8 @@ from contract import diffusion_vmf  # noqa: E402
 from contract import gaussian_resolvent  # noqa: E402
 from contract import particles_etd  # noqa: E402
 from contract import particles_mmsold  # noqa: E402
+from contract import risk_best_of_n  # noqa: E402
+from contract import risk_saber  # noqa: E402
 from contract import softmax_two_level  # noqa: E402
 from contract import subset_coverage  # noqa: E402
 from contract import subset_leverage  # noqa: E402
@@ -31,6 +33,8 @@ _MODULES = [
     gaussian_resolvent,
     particles_etd,
     particles_mmsold,
+    risk_best_of_n,
+    risk_saber,
     softmax_two_level,
     subset_coverage,
     subset_leverage,

@@ -1,6 +1,62 @@
 """Repeated-sampling risk: attack success at large N (SABER) and Best-of-N tail competition.
 
-Methods land here as modules, each re-exported below.
+* :mod:`jaxsample.risk.saber` — beta-binomial fits of per-prompt attack success and closed-form
+  ASR@N forecasts (population, conditional, anchored), Budget@τ, pass@k, bootstrap intervals.
+* :mod:`jaxsample.risk.best_of_n` — exact Best-of-N accuracy under reward laws (:class:`Normal`,
+  :class:`Gumbel`, :class:`GPD`, :class:`Empirical`), Monte Carlo, pool accuracy, and the
+  extreme-value tail regime / tail-tension diagnostics.
 """
 
-__all__: list[str] = []
+from jaxsample.risk.best_of_n import GPD as GPD
+from jaxsample.risk.best_of_n import BoNInfo as BoNInfo
+from jaxsample.risk.best_of_n import Empirical as Empirical
+from jaxsample.risk.best_of_n import Gumbel as Gumbel
+from jaxsample.risk.best_of_n import Normal as Normal
+from jaxsample.risk.best_of_n import RewardLaw as RewardLaw
+from jaxsample.risk.best_of_n import SimulationInfo as SimulationInfo
+from jaxsample.risk.best_of_n import TailRegime as TailRegime
+from jaxsample.risk.best_of_n import TailTension as TailTension
+from jaxsample.risk.best_of_n import bon_accuracy as bon_accuracy
+from jaxsample.risk.best_of_n import bon_pool_accuracy as bon_pool_accuracy
+from jaxsample.risk.best_of_n import bon_simulate as bon_simulate
+from jaxsample.risk.best_of_n import tail_regime as tail_regime
+from jaxsample.risk.best_of_n import tail_tension as tail_tension
+from jaxsample.risk.saber import UNREACHABLE as UNREACHABLE
+from jaxsample.risk.saber import ASRInterval as ASRInterval
+from jaxsample.risk.saber import BetaBinomialFit as BetaBinomialFit
+from jaxsample.risk.saber import asr_anchored as asr_anchored
+from jaxsample.risk.saber import asr_at_n as asr_at_n
+from jaxsample.risk.saber import asr_conditional as asr_conditional
+from jaxsample.risk.saber import bootstrap_asr as bootstrap_asr
+from jaxsample.risk.saber import bootstrap_fits as bootstrap_fits
+from jaxsample.risk.saber import budget_at as budget_at
+from jaxsample.risk.saber import fit_beta_binomial as fit_beta_binomial
+from jaxsample.risk.saber import unbiased_asr_at_k as unbiased_asr_at_k
+
+__all__ = [
+    "GPD",
+    "UNREACHABLE",
+    "ASRInterval",
+    "BetaBinomialFit",
+    "BoNInfo",
+    "Empirical",
+    "Gumbel",
+    "Normal",
+    "RewardLaw",
+    "SimulationInfo",
+    "TailRegime",
+    "TailTension",
+    "bon_accuracy",
+    "bon_pool_accuracy",
+    "bon_simulate",
+    "tail_regime",
+    "tail_tension",
+    "asr_anchored",
+    "asr_at_n",
+    "asr_conditional",
+    "bootstrap_asr",
+    "bootstrap_fits",
+    "budget_at",
+    "fit_beta_binomial",
+    "unbiased_asr_at_k",
+]

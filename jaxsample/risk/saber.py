@@ -1,0 +1,782 @@
+"""SABER: attack success at large N from a small budget, under a Beta model of per-prompt risk.
+
+Prompt ``i`` is attacked ``n_i`` times and broken ``c_i`` times. SABER models
+``c_i | θ_i ~ Bin(n_i, θ_i)`` with ``θ_i ~ Beta(α, β)`` (conjugate to the Bernoulli), fits
+``(α, β)`` by beta-binomial maximum likelihood and extrapolates in closed form (*SABER:
+scaling-aware Best-of-N estimation of jailbreak risk*, NeurIPS 2026; the closed forms below are
+exact consequences of the model):
+
+* **population** — a new prompt from the same population, ``N`` attempts (:func:`asr_at_n`):
+  :math:`\\mathrm{ASR@N} = (1 − π_0)(1 − B(α, β + N)/B(α, β))`, computed in log space with
+  ``betaln``. Its survival decays like :math:`Γ(α + β)/Γ(β)·N^{−α}`: a small α means slow risk
+  growth.
+* **these prompts, N fresh attempts each** (:func:`asr_conditional`): the posterior
+  :math:`θ_i | c_i ~ \\mathrm{Beta}(α + c_i, β + n_i − c_i)` gives
+  :math:`1 − B(α + c_i, β + n_i − c_i + N)/B(α + c_i, β + n_i − c_i)` per prompt.
+* **these prompts, N attempts in total, the observed n_i counted** (:func:`asr_anchored`, the
+  "anchored" estimator): a prompt already broken counts 1, an unbroken one
+  :math:`1 − B(α, β + N)/B(α, β + n_i)`. It equals the observed fraction of broken prompts at
+  ``N = n_i``. The same number estimates the *population* ASR@N (each term has expectation
+  ``S(N)`` under the model), anchored at the observed ASR@n.
+
+With zero inflation a fraction π₀ of prompts is unbreakable (``θ = 0``): ASR tends to ``1 − π₀``,
+and prompts without a success are unbreakable with posterior probability
+``π₀/(π₀ + (1 − π₀)·B(α, β + n_i)/B(α, β))``.
+
+Also: :func:`budget_at` (the least ``N`` with ASR@N ≥ τ, by integer bisection),
+:func:`unbiased_asr_at_k` (the unbiased pass@k estimator of Chen et al. 2021),
+:func:`bootstrap_fits` and :func:`bootstrap_asr` (prompt-resampling intervals, one ``vmap``).
+
+Counts may be integer or floating arrays; results are floating (the counts' dtype, or the default
+float dtype for integer counts). Use float64 when ASR values below ~1e-4 matter (see
+:func:`jaxsample.kernels.betabinomial.log_survival`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxsample._checks import check_array, check_choice, check_int, check_key, is_concrete
+from jaxsample.kernels import betabinomial as bb
+
+__all__ = [
+    "UNREACHABLE",
+    "ASRInterval",
+    "BetaBinomialFit",
+    "asr_anchored",
+    "asr_at_n",
+    "asr_conditional",
+    "bootstrap_asr",
+    "bootstrap_fits",
+    "budget_at",
+    "fit_beta_binomial",
+    "unbiased_asr_at_k",
+]
+
+UNREACHABLE = -1
+"""What :func:`budget_at` returns when τ is not reached within ``max_budget`` attempts (in
+particular whenever ``τ >= 1 − π₀``, which no budget reaches)."""
+
+
+class BetaBinomialFit(NamedTuple):
+    """A (zero-inflated) beta-binomial maximum-likelihood fit.
+
+    Attributes:
+        alpha: α of the Beta law of per-prompt success probabilities.
+        beta: β.
+        pi0: fraction of unbreakable prompts (0 unless fitted with ``zero_inflated=True``).
+        log_likelihood: ``Σ_i log P(c_i; n_i, α, β, π₀)`` at the fit (binomial coefficients
+            included).
+        converged: the gradient met the tolerance within ``max_iterations``.
+        num_iterations: solver iterations taken (int32).
+        nonfinite: any parameter or the log-likelihood is not finite.
+    """
+
+    alpha: jax.Array
+    beta: jax.Array
+    pi0: jax.Array
+    log_likelihood: jax.Array
+    converged: jax.Array
+    num_iterations: jax.Array
+    nonfinite: jax.Array
+
+
+class ASRInterval(NamedTuple):
+    """A bootstrap interval of an ASR@N estimate.
+
+    Attributes:
+        estimate: the estimate from the fit to all prompts (shape of ``n``).
+        lower: the ``(1 − level)/2`` quantile of the bootstrap replicates.
+        upper: the ``(1 + level)/2`` quantile.
+        fit: the :class:`BetaBinomialFit` to all prompts.
+        converged: fraction of bootstrap fits that converged.
+        nonfinite: any estimate or replicate is not finite.
+    """
+
+    estimate: jax.Array
+    lower: jax.Array
+    upper: jax.Array
+    fit: BetaBinomialFit
+    converged: jax.Array
+    nonfinite: jax.Array
+
+
+# ----------------------------------------------------------------------------------------------
+# validation
+
+
+def _float_dtype(**values):
+    """The common floating dtype of the floating arrays among ``values`` (default float if none)."""
+    dtypes = {name: jax.dtypes.canonicalize_dtype(v.dtype) for name, v in values.items()
+              if hasattr(v, "dtype") and jnp.issubdtype(v.dtype, jnp.floating)
+              and not getattr(v, "weak_type", False)}
+    if len(set(dtypes.values())) > 1:
+        shown = ", ".join(f"{k}: {v}" for k, v in dtypes.items())
+        raise TypeError(f"floating arguments must share one dtype, got {shown}")
+    if dtypes:
+        return next(iter(dtypes.values()))
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def _check_real(name, value, *, minimum=None, positive=False, below=None, integer=False):
+    """A real array (any shape), value-checked when concrete; returns it unchanged."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a real number or array, got bool")
+    array = check_array(name, value, kind="numeric")
+    if is_concrete(array):
+        host = np.asarray(array, np.float64)
+        if not np.all(np.isfinite(host)):
+            raise ValueError(f"{name} must be finite; got NaN or inf entries")
+        if positive and np.any(host <= 0):
+            raise ValueError(f"{name} must be > 0, got min {host.min():g}")
+        if minimum is not None and np.any(host < minimum):
+            raise ValueError(f"{name} must be >= {minimum}, got min {host.min():g}")
+        if below is not None and np.any(host >= below):
+            raise ValueError(f"{name} must be < {below}, got max {host.max():g}")
+        if integer and np.any(host != np.round(host)):
+            bad = host[host != np.round(host)][0]
+            raise ValueError(f"{name} must hold whole numbers, got {bad}")
+    return array
+
+
+def _check_counts(successes, trials):
+    successes = check_array("successes", successes, ndim=1, kind="numeric", min_rows=1)
+    trials = check_array("trials", trials, kind="numeric")
+    if trials.ndim > 1 or (trials.ndim == 1 and trials.shape != successes.shape):
+        raise ValueError(f"trials must be a scalar or have the shape of successes "
+                         f"{successes.shape}, got shape {trials.shape}")
+    _check_real("successes", successes, minimum=0, integer=True)
+    _check_real("trials", trials, minimum=1, integer=True)
+    if is_concrete((successes, trials)):
+        bad = np.asarray(successes, np.float64) > np.asarray(trials, np.float64)
+        if np.any(bad):
+            raise ValueError("successes must be <= trials; prompt "
+                             f"{int(np.flatnonzero(np.broadcast_to(bad, successes.shape))[0])} "
+                             "has more successes than trials")
+    dtype = _float_dtype(successes=successes, trials=trials)
+    trials = jnp.broadcast_to(trials.astype(dtype), successes.shape)
+    return successes.astype(dtype), trials
+
+
+def _check_beta(alpha, beta, pi0, dtype_values):
+    _check_real("alpha", alpha, positive=True)
+    _check_real("beta", beta, positive=True)
+    _check_real("pi0", pi0, minimum=0, below=1)
+    dtype = _float_dtype(alpha=alpha, beta=beta, pi0=pi0, **dtype_values)
+    return tuple(jnp.asarray(v).astype(dtype) for v in (alpha, beta, pi0)), dtype
+
+
+# ----------------------------------------------------------------------------------------------
+# closed forms
+
+
+def asr_at_n(n, alpha, beta, pi0=0.0) -> jax.Array:
+    """Population attack success within ``N`` attempts: ``(1 − π₀)(1 − B(α, β + N)/B(α, β))``.
+
+    The success rate, within ``N`` fresh attempts, on a new prompt drawn from the population whose
+    success probabilities are ``θ ~ Beta(α, β)`` (with probability π₀ the prompt is unbreakable).
+    ASR@1 = ``(1 − π₀)·α/(α + β)``; ASR@N increases to ``1 − π₀``.
+
+    Args:
+        n: attempts ``N >= 0`` (int or float, any shape).
+        alpha: α > 0.
+        beta: β > 0.
+        pi0: π₀ in ``[0, 1)``.
+
+    All arguments broadcast against each other (give them the same rank, e.g.
+    ``n[:, None], alpha[None, :]`` for a table of curves).
+
+    Returns:
+        ASR@N, floating, of the broadcast shape.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> [round(float(v), 4) for v in asr_at_n(jnp.array([1, 10, 1000]), 0.3, 6.0)]
+        [0.0476, 0.2631, 0.7886]
+    """
+    n = _check_real("n", n, minimum=0)
+    (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"n": n})
+    return _asr_at_n(n.astype(dtype), alpha, beta, pi0)
+
+
+@jax.jit
+def _asr_at_n(n, alpha, beta, pi0):
+    with jax.named_scope("asr_at_n"):
+        n, alpha, beta, pi0 = jnp.broadcast_arrays(n, alpha, beta, pi0)
+        return (1 - pi0) * -jnp.expm1(bb.log_survival(n, alpha, beta))
+
+
+def _log_unbreakable(successes, trials, alpha, beta, pi0):
+    """log P(unbreakable | c_i) under zero inflation (−inf for prompts with a success)."""
+    log_pi0 = jnp.log(pi0)
+    log_zero = jnp.logaddexp(log_pi0, jnp.log1p(-pi0) + bb.log_survival(trials, alpha, beta))
+    return jnp.where(successes > 0, -jnp.inf, log_pi0 - log_zero)
+
+
+def _per_prompt(n, successes, trials, alpha, beta, pi0, anchored):
+    """Per-prompt conditional (fresh) or anchored (total-budget) ASR, shape ``n.shape + (m,)``."""
+    n = n[..., None]
+    successes, trials = (x.reshape((1,) * (n.ndim - 1) + x.shape) for x in (successes, trials))
+    breakable = -jnp.expm1(_log_unbreakable(successes, trials, alpha, beta, pi0))
+    if anchored:
+        more = jnp.maximum(n - trials, jnp.zeros((), n.dtype))
+        value = -jnp.expm1(bb.log_survival(more, alpha, beta + trials))
+        return jnp.where(successes > 0, jnp.ones_like(value), breakable * value)
+    return breakable * -jnp.expm1(bb.log_survival(n, alpha + successes,
+                                                  beta + trials - successes))
+
+
+def _prompt_estimate(n, successes, trials, alpha, beta, pi0, per_prompt, anchored):
+    n = _check_real("n", n, minimum=0)
+    successes, trials = _check_counts(successes, trials)
+    (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"successes": successes})
+    for arg, value in (("alpha", alpha), ("beta", beta), ("pi0", pi0)):
+        if value.ndim:
+            raise ValueError(f"{arg} must be a scalar (one model; vmap over models), got shape "
+                             f"{value.shape}")
+    if anchored and is_concrete((n, trials)) and np.any(
+            np.asarray(n, np.float64)[..., None] < np.asarray(trials, np.float64)):
+        raise ValueError("n must be >= trials for the anchored estimator (it counts the observed "
+                         "attempts towards the budget n)")
+    return _prompt_core(n.astype(dtype), successes, trials, alpha, beta, pi0,
+                        per_prompt=bool(per_prompt), anchored=anchored)
+
+
+@functools.partial(jax.jit, static_argnames=("per_prompt", "anchored"))
+def _prompt_core(n, successes, trials, alpha, beta, pi0, *, per_prompt, anchored):
+    with jax.named_scope("asr_anchored" if anchored else "asr_conditional"):
+        values = _per_prompt(n, successes, trials, alpha, beta, pi0, anchored)
+        return values if per_prompt else jnp.mean(values, axis=-1)
+
+
+def asr_conditional(n, successes, trials, alpha, beta, pi0=0.0, *,
+                    per_prompt: bool = False) -> jax.Array:
+    """ASR of *these* prompts within ``N`` fresh attempts each (empirical-Bayes posterior).
+
+    Per prompt, ``(1 − w_i)·(1 − B(α + c_i, β + n_i − c_i + N)/B(α + c_i, β + n_i − c_i))`` where
+    ``w_i`` is the posterior probability that the prompt is unbreakable (0 without zero
+    inflation or when ``c_i > 0``). The observed attempts do not count towards ``N``.
+
+    Args:
+        n: fresh attempts ``N >= 0`` per prompt (any shape).
+        successes: ``(m,)`` successes ``c_i``.
+        trials: ``(m,)`` or scalar attempts ``n_i``.
+        alpha, beta, pi0: the fitted model (scalars; ``vmap`` over models).
+        per_prompt: return ``n.shape + (m,)`` per-prompt values instead of their mean.
+
+    Returns:
+        The mean over prompts, of shape ``n.shape`` (or per prompt).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> c, trials = jnp.array([0.0, 1.0, 5.0]), jnp.array(10.0)
+        >>> round(float(asr_conditional(1, c, trials, 1.0, 1.0)), 4)  # posterior means (c+1)/12
+        0.25
+    """
+    return _prompt_estimate(n, successes, trials, alpha, beta, pi0,
+                            per_prompt, anchored=False)
+
+
+def asr_anchored(n, successes, trials, alpha, beta, pi0=0.0, *,
+                 per_prompt: bool = False) -> jax.Array:
+    """Anchored ASR@N: ``N`` attempts in total per prompt, the observed ``n_i`` among them.
+
+    A prompt with ``c_i > 0`` is already broken and counts 1; an unbroken one counts
+    ``(1 − w_i)(1 − B(α, β + N)/B(α, β + n_i))``, the posterior probability that one of the
+    remaining ``N − n_i`` attempts succeeds. At ``N = n_i`` this is the observed fraction of broken
+    prompts. Targets: the realised ASR@N of *these* prompts with the observed attempts counted,
+    and (the same number; each unbroken term has expectation ``S(N)/S(n_i)·S(n_i)``) the
+    population ASR@N anchored at the observed ASR@n.
+
+    Args:
+        n: total attempts ``N >= n_i`` (any shape).
+        successes, trials, alpha, beta, pi0, per_prompt: as in :func:`asr_conditional`.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> c, trials = jnp.array([0.0, 0.0, 3.0, 1.0]), jnp.array(200.0)
+        >>> float(asr_anchored(200, c, trials, 0.3, 6.0))
+        0.5
+    """
+    return _prompt_estimate(n, successes, trials, alpha, beta, pi0, per_prompt,
+                            anchored=True)
+
+
+def budget_at(tau, alpha, beta, pi0=0.0, *, max_budget: int | None = None) -> jax.Array:
+    """Budget@τ: the least ``N >= 1`` with ``asr_at_n(N, α, β, π₀) >= τ``, by integer bisection.
+
+    ASR@N is increasing in ``N``, so bisection on the integers ``[0, max_budget]`` keeps
+    ``ASR@lo < τ <= ASR@hi`` and ends with ``ASR@Budget >= τ > ASR@(Budget − 1)``, in
+    ``bit_length(max_budget)`` steps. For a per-prompt budget pass the posterior
+    ``(α + c_i, β + n_i − c_i)`` (fresh attempts).
+
+    Args:
+        tau: risk level τ in ``(0, 1)`` (any shape; broadcasts with the others).
+        alpha, beta: the Beta law.
+        pi0: π₀ in ``[0, 1)``.
+        max_budget: the largest budget searched; default ``2**31 − 1`` (``2**53`` with 64-bit
+            types). Budgets above ``2**24`` are resolved only to float32's integer spacing in
+            float32.
+
+    Returns:
+        Integer budgets (int32, or int64 with 64-bit types), :data:`UNREACHABLE` (−1) where τ is
+        not reached within ``max_budget`` attempts, in particular wherever ``τ >= 1 − π₀``.
+
+    Example:
+        >>> int(budget_at(0.5, 0.3, 6.0))
+        52
+        >>> int(budget_at(0.9, 0.3, 6.0, pi0=0.2))
+        -1
+    """
+    tau = _check_real("tau", tau, positive=True, below=1)
+    (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"tau": tau})
+    int_dtype = jax.dtypes.canonicalize_dtype(jnp.int64)
+    limit = 2**31 - 1 if int_dtype == jnp.int32 else 2**53
+    max_budget = check_int("max_budget", limit if max_budget is None else max_budget, 1, limit)
+    return _budget_at(tau.astype(dtype), alpha, beta, pi0, max_budget=max_budget,
+                      int_dtype=int_dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("max_budget", "int_dtype"))
+def _budget_at(tau, alpha, beta, pi0, *, max_budget, int_dtype):
+    with jax.named_scope("budget_at"):
+        tau, alpha, beta, pi0 = jnp.broadcast_arrays(tau, alpha, beta, pi0)
+        search = functools.partial(_bisect_budget, max_budget=max_budget, int_dtype=int_dtype)
+        flat = jax.vmap(search)(tau.ravel(), alpha.ravel(), beta.ravel(), pi0.ravel())
+        return flat.reshape(tau.shape)
+
+
+def _bisect_budget(tau, alpha, beta, pi0, *, max_budget, int_dtype):
+    def asr(n):
+        return (1 - pi0) * -jnp.expm1(bb.log_survival(n.astype(alpha.dtype), alpha, beta))
+
+    def step(_, bounds):
+        lo, hi = bounds
+        mid = lo + (hi - lo) // 2
+        reached = asr(mid) >= tau
+        return jnp.where(reached, lo, mid), jnp.where(reached, mid, hi)
+
+    lo, hi = jnp.zeros((), int_dtype), jnp.asarray(max_budget, int_dtype)
+    _, hi = jax.lax.fori_loop(0, int(max_budget).bit_length(), step, (lo, hi))
+    return jnp.where(asr(jnp.asarray(max_budget, int_dtype)) >= tau, hi,
+                     jnp.asarray(UNREACHABLE, int_dtype))
+
+
+def unbiased_asr_at_k(successes, trials, k, *, per_prompt: bool = False) -> jax.Array:
+    """The unbiased ASR@k (pass@k) estimator: per prompt ``1 − C(n_i − c_i, k)/C(n_i, k)``.
+
+    For ``c ~ Bin(n, θ)`` and ``k <= n`` its expectation is exactly ``1 − (1 − θ)^k``
+    (Chen et al. 2021, *Evaluating large language models trained on code*). Computed in log space
+    through :func:`jaxsample.kernels.betabinomial.log_binomial_ratio`; it is 1 when
+    ``n_i − c_i < k``.
+
+    Args:
+        successes: ``(m,)`` successes.
+        trials: ``(m,)`` or scalar attempts.
+        k: attempts ``1 <= k <= min(trials)`` (any shape).
+        per_prompt: return ``k.shape + (m,)`` values instead of the mean over prompts.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> round(float(unbiased_asr_at_k(jnp.array([1.0, 0.0]), 4.0, 2)), 4)  # (1/2 + 0)/2
+        0.25
+    """
+    successes, trials = _check_counts(successes, trials)
+    k = _check_real("k", k, minimum=1, integer=True)
+    if is_concrete((k, trials)) and np.any(np.asarray(k, np.float64) > np.min(np.asarray(trials))):
+        raise ValueError(f"k must be <= every prompt's trials (min {np.min(np.asarray(trials))}), "
+                         f"got {np.max(np.asarray(k))}")
+    return _unbiased_asr_at_k(successes, trials, k.astype(successes.dtype),
+                              per_prompt=bool(per_prompt))
+
+
+@functools.partial(jax.jit, static_argnames=("per_prompt",))
+def _unbiased_asr_at_k(successes, trials, k, *, per_prompt):
+    with jax.named_scope("unbiased_asr_at_k"):
+        k = k[..., None]
+        successes, trials = (x.reshape((1,) * (k.ndim - 1) + x.shape) for x in (successes, trials))
+        values = -jnp.expm1(bb.log_binomial_ratio(trials - successes, trials, k))
+        return values if per_prompt else jnp.mean(values, axis=-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# fitting
+
+# count-statistics likelihood up to this many trials per prompt; beyond, the log-beta form
+_MAX_COUNT_TRIALS = 100_000
+
+
+def _unpack(params):
+    log_nu = params[1]
+    alpha = jnp.exp(log_nu + jax.nn.log_sigmoid(params[0]))
+    beta = jnp.exp(log_nu + jax.nn.log_sigmoid(-params[0]))
+    return alpha, beta
+
+
+class _Statistics(NamedTuple):
+    """What a fit needs from the data (for whole-number counts and a static trial bound J).
+
+    ``log B(c + α, n − c + β) − log B(α, β) = Σ_{j<c} log(α + j) + Σ_{j<n−c} log(β + j) −
+    Σ_{j<n} log(α + β + j)``, so the likelihood needs only ``A_j = #{c_i > j}``,
+    ``B_j = #{n_i − c_i > j}``, ``C_j = #{n_i > j}`` (``j < J``) and, for zero inflation, the
+    number of unbroken prompts with ``n_i = n`` (``n <= J``); the start needs a few moments.
+    The solver then costs ``O(J)`` per evaluation and compiles once per ``J``, whatever the
+    number of prompts.
+    """
+
+    above_successes: jax.Array
+    above_failures: jax.Array
+    above_trials: jax.Array
+    unbroken: jax.Array
+    num_prompts: jax.Array
+    moments: jax.Array  # Σc, Σn, Σ(c/n), Σ(c/n)², Σ log C(n, c)
+
+
+def _statistics(successes, trials, max_trials):
+    dtype = successes.dtype
+    c = successes.astype(jnp.int32)
+    n = trials.astype(jnp.int32)
+    size = max_trials + 1
+
+    def exceeding(values):
+        histogram = jnp.bincount(values, length=size).astype(dtype)
+        return (jnp.sum(histogram) - jnp.cumsum(histogram))[:max_trials]
+
+    unbroken = jnp.bincount(n, weights=(c == 0).astype(dtype), length=size)
+    rates = successes / trials
+    lgamma = jax.lax.lgamma
+    log_choose = lgamma(trials + 1) - lgamma(successes + 1) - lgamma(trials - successes + 1)
+    moments = jnp.stack([jnp.sum(successes), jnp.sum(trials), jnp.sum(rates),
+                         jnp.sum(rates * rates), jnp.sum(log_choose)])
+    return _Statistics(exceeding(c), exceeding(n - c), exceeding(n), unbroken,
+                       jnp.asarray(successes.shape[0], dtype), moments)
+
+
+def _nll_counts(params, statistics, zero_inflated):
+    """Mean negative log-likelihood per prompt from count statistics (constants dropped)."""
+    alpha, beta = _unpack(params)
+    num_prompts = statistics.num_prompts
+    j = jnp.arange(statistics.above_successes.shape[0], dtype=alpha.dtype)
+    log_a, log_b, log_ab = jnp.log(alpha + j), jnp.log(beta + j), jnp.log(alpha + beta + j)
+    total = jnp.sum(statistics.above_successes * log_a + statistics.above_failures * log_b
+                    - statistics.above_trials * log_ab)
+    if not zero_inflated:
+        return -total / num_prompts
+    # an unbroken prompt with n trials: log P(c = 0) = Σ_{j<n} log(β + j) − log(α + β + j)
+    zeros = statistics.unbroken
+    log_zero = jnp.concatenate([jnp.zeros((1,), j.dtype), jnp.cumsum(log_b - log_ab)])
+    log_pi0, log_rest = jax.nn.log_sigmoid(params[2]), jax.nn.log_sigmoid(-params[2])
+    broken = total - jnp.sum(zeros * log_zero)  # Σ over prompts with c_i > 0
+    unbroken = jnp.sum(zeros * jnp.logaddexp(log_pi0, log_rest + log_zero))
+    return -((num_prompts - jnp.sum(zeros)) * log_rest + broken + unbroken) / num_prompts
+
+
+def _nll_prompts(params, data, zero_inflated):
+    """Mean negative log-likelihood per prompt from log-beta functions (any counts)."""
+    successes, trials = data
+    alpha, beta = _unpack(params)
+    terms = bb.betaln(successes + alpha, trials - successes + beta) - bb.betaln(alpha, beta)
+    if zero_inflated:
+        zeros = jnp.where(successes > 0, -jnp.inf, jnp.zeros_like(successes))
+        terms = jnp.logaddexp(jax.nn.log_sigmoid(params[2]) + zeros,
+                              jax.nn.log_sigmoid(-params[2]) + terms)
+    return -jnp.mean(terms)
+
+
+def _moment_start(moments, num_prompts, zero_fraction, zero_inflated):
+    """Method-of-moments (logit mean, log concentration[, logit π₀]) start."""
+    sum_c, sum_n, sum_rate, sum_rate_sq = moments[0], moments[1], moments[2], moments[3]
+    floor = 0.5 / sum_n
+    mean = jnp.clip(sum_c / sum_n, floor, 1 - floor)
+    # mean of (c/n − m)² from the sums
+    variance = (sum_rate_sq - 2 * mean * sum_rate) / num_prompts + mean * mean
+    n_bar = sum_n / num_prompts
+    # Var(c/n) = m(1 − m)[1/n + (1 − 1/n)ρ] with intra-class correlation ρ = 1/(ν + 1)
+    spread = variance / (mean * (1 - mean)) - 1 / n_bar
+    rho = jnp.where(n_bar > 1, spread / jnp.maximum(1 - 1 / n_bar, floor), 0.5)
+    rho = jnp.clip(rho, 1e-4, 1 - 1e-4)
+    nu = 1 / rho - 1
+    start = [jnp.log(mean) - jnp.log1p(-mean), jnp.log(nu)]
+    if zero_inflated:
+        # half the unbroken prompts: the rest of them are left to the Beta part
+        pi0 = jnp.clip(0.5 * zero_fraction, 0.01, 0.9)
+        start.append(jnp.log(pi0) - jnp.log1p(-pi0))
+    return jnp.stack(start)
+
+
+def _solve(objective, start, log_choose, num_prompts, zero_inflated, max_iterations,
+           tolerance):
+    """L-BFGS on ``objective`` (mean NLL per prompt) until its gradient is below ``tolerance``."""
+    dtype = start.dtype
+    solver = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(objective)
+
+    def step(carry):
+        params, state, count = carry
+        value, grad = value_and_grad(params, state=state)
+        updates, state = solver.update(grad, state, params, value=value, grad=grad,
+                                       value_fn=objective)
+        return optax.apply_updates(params, updates), state, count + 1
+
+    def gradient_norm(state):
+        return jnp.max(jnp.abs(optax.tree.get(state, "grad")))
+
+    def keep_going(carry):
+        _, state, count = carry
+        return (count == 0) | ((count < max_iterations) & (gradient_norm(state) > tolerance))
+
+    # optax's L-BFGS adds an int32 memory index to an int64 arange under 64-bit types, which
+    # strict dtype promotion refuses; its internals run under standard promotion
+    with jax.numpy_dtype_promotion("standard"):
+        params, state, count = jax.lax.while_loop(
+            keep_going, step, (start, solver.init(start), jnp.zeros((), jnp.int32)))
+    alpha, beta = _unpack(params)
+    pi0 = jax.nn.sigmoid(params[2]) if zero_inflated else jnp.zeros((), dtype)
+    # the mean per prompt, times m, plus the binomial coefficients (data only)
+    log_likelihood = log_choose - num_prompts * objective(params)
+    finite = jnp.isfinite(jnp.stack([alpha, beta, pi0, log_likelihood]))
+    return BetaBinomialFit(
+        alpha=alpha, beta=beta, pi0=pi0, log_likelihood=log_likelihood,
+        converged=gradient_norm(state) <= tolerance, num_iterations=count,
+        nonfinite=~jnp.all(finite))
+
+
+def _fit_statistics(statistics, *, zero_inflated, max_iterations, tolerance):
+    with jax.named_scope("fit_beta_binomial"):
+        zero_fraction = jnp.sum(statistics.unbroken) / statistics.num_prompts
+        start = _moment_start(statistics.moments, statistics.num_prompts, zero_fraction,
+                              zero_inflated)
+        return _solve(lambda y: _nll_counts(y, statistics, zero_inflated), start,
+                      statistics.moments[4], statistics.num_prompts, zero_inflated,
+                      max_iterations, tolerance)
+
+
+def _fit(successes, trials, *, zero_inflated, max_iterations, tolerance, max_trials):
+    """The fit (traceable). ``max_trials`` None: the log-beta likelihood per prompt."""
+    settings = dict(zero_inflated=zero_inflated, max_iterations=max_iterations,
+                    tolerance=tolerance)
+    if max_trials is not None:
+        return _fit_statistics(_statistics(successes, trials, max_trials), **settings)
+    with jax.named_scope("fit_beta_binomial"):
+        statistics = _statistics(successes, trials, 1)  # the moments only
+        zero_fraction = jnp.mean((successes == 0).astype(successes.dtype))
+        start = _moment_start(statistics.moments, statistics.num_prompts, zero_fraction,
+                              zero_inflated)
+        return _solve(lambda y: _nll_prompts(y, (successes, trials), zero_inflated), start,
+                      statistics.moments[4], statistics.num_prompts, **settings)
+
+
+_SETTINGS = ("zero_inflated", "max_iterations", "tolerance", "max_trials")
+_statistics_jit = jax.jit(_statistics, static_argnames=("max_trials",))
+_fit_statistics_jit = jax.jit(_fit_statistics, static_argnames=_SETTINGS[:3])
+_fit_prompts_jit = jax.jit(_fit, static_argnames=_SETTINGS)
+
+
+def _fit_jit(successes, trials, **settings):
+    """Eager entry: statistics and solver compile separately, so the solver's compilation is
+    shared by every data set with the same trial bound."""
+    max_trials = settings.pop("max_trials")
+    if max_trials is None:
+        return _fit_prompts_jit(successes, trials, max_trials=None, **settings)
+    return _fit_statistics_jit(_statistics_jit(successes, trials, max_trials), **settings)
+
+
+def _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance, max_trials):
+    """Checked static settings of a fit, as keyword arguments of ``_fit``."""
+    max_iterations = check_int("max_iterations", max_iterations, 1)
+    if tolerance is None:
+        tolerance = 1e-9 if successes.dtype == jnp.float64 else 1e-4
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not (
+            0 < tolerance < 1):
+        raise ValueError(f"tolerance must be a float in (0, 1), got {tolerance!r}")
+    max_trials = check_int("max_trials", max_trials, 1, allow_none=True)
+    if is_concrete(trials):
+        largest = int(np.max(np.asarray(trials)))
+        if max_trials is not None and largest > max_trials:
+            raise ValueError(f"max_trials must be >= every prompt's trials, got {max_trials} "
+                             f"< {largest}")
+        max_trials = largest if max_trials is None else max_trials
+    if max_trials is not None and max_trials > _MAX_COUNT_TRIALS:
+        max_trials = None
+    return dict(zero_inflated=bool(zero_inflated), max_iterations=max_iterations,
+                tolerance=float(tolerance), max_trials=max_trials)
+
+
+def fit_beta_binomial(successes, trials, *, zero_inflated: bool = False,
+                      max_iterations: int = 100, tolerance: float | None = None,
+                      max_trials: int | None = None) -> BetaBinomialFit:
+    r"""Beta-binomial maximum likelihood for per-prompt success counts.
+
+    Maximises :math:`ℓ(α, β) = Σ_i \log\binom{n_i}{c_i} + \log B(c_i + α, n_i − c_i + β) −
+    \log B(α, β)` (with zero inflation, per prompt
+    ``logaddexp(log π₀ + log 1[c_i = 0], log(1 − π₀) + log BB(c_i))``) over the logit of the mean
+    ``α/(α + β)``, the log of the concentration ``α + β`` (and the logit of π₀), which conditions
+    the problem and puts the binomial limit at infinity. Starts from the method of moments and
+    runs ``optax.lbfgs`` (zoom line search with approximate Wolfe conditions) on the mean negative
+    log-likelihood per prompt until its gradient is below ``tolerance``. (``optimistix.BFGS``
+    was tried first: its termination test runs only on accepted steps, so once the Armijo test
+    fails at round-off level it halves the step until ``max_iterations`` — 5–15 % of bootstrap
+    fits never stopped.)
+
+    The likelihood is evaluated from count statistics — ``Σ_{j<c} log(α + j)`` sums, so only the
+    numbers of prompts with ``c_i > j``, ``n_i − c_i > j`` and ``n_i > j`` enter, ``O(max n)`` per
+    evaluation whatever the number of prompts — when the largest number of trials is known
+    statically (``trials`` concrete, or ``max_trials`` given) and at most 100 000; otherwise
+    (traced ``trials`` without ``max_trials``) from log-beta functions per prompt. Both give the
+    same likelihood. Jittable; ``vmap`` over models (pass ``max_trials``) or bootstrap resamples
+    (:func:`bootstrap_fits`).
+
+    With no success at all the likelihood increases as the mean tends to 0: the fit returns a
+    tiny α (what the data support, ASR ≈ 0). Under-dispersed counts (no prompt heterogeneity)
+    push the concentration towards the binomial limit: α and β grow large together.
+
+    Args:
+        successes: ``(m,)`` successes ``c_i`` (whole numbers ``>= 0``).
+        trials: ``(m,)`` or scalar attempts ``n_i >= max(1, c_i)``.
+        zero_inflated: also fit the fraction π₀ of unbreakable prompts.
+        max_iterations: L-BFGS iteration cap.
+        tolerance: stop when every gradient entry of the mean negative log-likelihood per prompt
+            is below this (default 1e-9 in float64, 1e-4 in float32).
+        max_trials: a static bound on ``trials`` (needed for the count-statistics likelihood
+            only when ``trials`` is traced).
+
+    Returns:
+        A :class:`BetaBinomialFit`.
+
+    Example:
+        >>> import numpy as np
+        >>> c = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16,
+        ...               19, 20])  # successes of 24 prompts in 20 attempts each
+        >>> fit = fit_beta_binomial(c, 20)
+        >>> bool(fit.converged), round(float(fit.alpha), 2), round(float(fit.beta), 2)
+        (True, 0.37, 0.88)
+    """
+    successes, trials = _check_counts(successes, trials)
+    settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
+                                max_trials)
+    return _fit_jit(successes, trials, **settings)
+
+
+def _resample(key, successes, trials, num_resamples):
+    index = jax.random.randint(key, (num_resamples, successes.shape[0]), 0, successes.shape[0])
+    return successes[index], trials[index]
+
+
+@functools.partial(jax.jit, static_argnames=("num_resamples", *_SETTINGS))
+def _bootstrap_fits(key, successes, trials, *, num_resamples, **settings):
+    c, n = _resample(key, successes, trials, num_resamples)
+    return jax.vmap(functools.partial(_fit, **settings))(c, n)
+
+
+def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated: bool = False,
+                   max_iterations: int = 100, tolerance: float | None = None,
+                   max_trials: int | None = None) -> BetaBinomialFit:
+    """Fits to ``num_resamples`` bootstrap resamples of the prompts, as one ``vmap``.
+
+    Each resample draws ``m`` prompts with replacement (their ``(c_i, n_i)`` pairs).
+
+    Args:
+        key: PRNG key.
+        successes, trials, zero_inflated, max_iterations, tolerance, max_trials: as in
+            :func:`fit_beta_binomial`.
+        num_resamples: number of resamples ``B``.
+
+    Returns:
+        A :class:`BetaBinomialFit` whose fields have leading axis ``B``.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> c = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16,
+        ...               19, 20])
+        >>> fits = bootstrap_fits(jax.random.key(0), c, 20, num_resamples=4)
+        >>> fits.alpha.shape, bool(fits.converged.all())
+        ((4,), True)
+    """
+    key = check_key("key", key)
+    successes, trials = _check_counts(successes, trials)
+    num_resamples = check_int("num_resamples", num_resamples, 1)
+    settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
+                                max_trials)
+    return _bootstrap_fits(key, successes, trials, num_resamples=num_resamples, **settings)
+
+
+_ESTIMATORS = ("population", "conditional", "anchored")
+
+
+def _estimate(estimator, n, successes, trials, fit):
+    if estimator == "population":
+        return (1 - fit.pi0) * -jnp.expm1(bb.log_survival(n, fit.alpha, fit.beta))
+    values = _per_prompt(n, successes, trials, fit.alpha, fit.beta, fit.pi0,
+                         anchored=estimator == "anchored")
+    return jnp.mean(values, axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("estimator", "num_resamples"))
+def _interval(key, n, successes, trials, level, full, fits, *, estimator, num_resamples):
+    with jax.named_scope("bootstrap_asr"):
+        dtype = successes.dtype
+        estimate = _estimate(estimator, n, successes, trials, full)
+        c, t = _resample(key, successes, trials, num_resamples)  # the resamples of the fits
+        values = jax.vmap(lambda c_b, t_b, fit_b: _estimate(estimator, n, c_b, t_b, fit_b))(
+            c, t, fits)
+        quantiles = jnp.quantile(values, jnp.stack([(1 - level) / 2, (1 + level) / 2]), axis=0)
+        nonfinite = ~(jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(estimate))) | (
+            full.nonfinite)
+        return ASRInterval(estimate=estimate, lower=quantiles[0], upper=quantiles[1], fit=full,
+                           converged=jnp.mean(fits.converged.astype(dtype)),
+                           nonfinite=nonfinite)
+
+
+def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
+                  num_resamples: int = 1000, level=0.95, zero_inflated: bool = False,
+                  max_iterations: int = 100, tolerance: float | None = None,
+                  max_trials: int | None = None) -> ASRInterval:
+    """A percentile-bootstrap interval of an ASR@N estimate (prompts resampled, model refitted).
+
+    Each replicate resamples the prompts, refits the model (:func:`bootstrap_fits` with the same
+    key) and evaluates the estimator on the resampled prompts, so the interval covers the fit's
+    uncertainty and the prompt sampling.
+
+    Args:
+        key: PRNG key.
+        n: attempts ``N`` (any shape; for ``"anchored"`` ``N >= trials``).
+        successes, trials: as in :func:`fit_beta_binomial`.
+        estimator: ``"population"`` (:func:`asr_at_n`), ``"conditional"``
+            (:func:`asr_conditional`) or ``"anchored"`` (:func:`asr_anchored`).
+        num_resamples: bootstrap replicates.
+        level: central coverage in ``(0, 1)`` (a traced value is allowed).
+        zero_inflated, max_iterations, tolerance, max_trials: as in :func:`fit_beta_binomial`.
+
+    Returns:
+        An :class:`ASRInterval`.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> c = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16,
+        ...               19, 20])
+        >>> out = bootstrap_asr(jax.random.key(0), 100, c, 20, num_resamples=4)
+        >>> bool(out.lower <= out.estimate <= out.upper)
+        True
+    """
+    key = check_key("key", key)
+    estimator = check_choice("estimator", estimator, _ESTIMATORS)
+    n = _check_real("n", n, minimum=0)
+    successes, trials = _check_counts(successes, trials)
+    level = _check_real("level", level, positive=True, below=1)
+    if estimator == "anchored" and is_concrete((n, trials)) and np.any(
+            np.asarray(n, np.float64)[..., None] < np.asarray(trials, np.float64)):
+        raise ValueError("n must be >= trials for the anchored estimator")
+    num_resamples = check_int("num_resamples", num_resamples, 1)
+    settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
+                                max_trials)
+    full = _fit_jit(successes, trials, **settings)
+    fits = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples, **settings)
+    dtype = successes.dtype
+    return _interval(key, n.astype(dtype), successes, trials, level.astype(dtype), full, fits,
+                     estimator=estimator, num_resamples=num_resamples)

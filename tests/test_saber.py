@@ -1,0 +1,209 @@
+"""Tests of jaxsample.risk.saber and jaxsample.kernels.betabinomial: closed forms, fits, budgets.
+
+Statistical tests use z-tests at |z| < 4.5 (two-sided p ≈ 7e-6 per comparison) with standard
+errors from the Monte Carlo variance or, for the MLE, the observed information.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.special
+import scipy.stats
+
+from jaxsample import risk
+from jaxsample.kernels import betabinomial as bb
+
+Z = 4.5
+
+
+def test_betaln_value_and_gradient_accuracy(x64):
+    # SciPy's digamma is accurate to ~1e-15 here; its betaln to ~1e-9 (the reference is the
+    # looser side of the comparison)
+    a = np.array([0.05, 0.3, 2.0, 7.9, 9.99, 10.01, 50.0, 0.2])
+    b = np.array([0.5, 8.0, 200.0, 8.0, 0.5, 3.0, 900.0, 1e5])
+    value = bb.betaln(jnp.asarray(a), jnp.asarray(b))
+    np.testing.assert_allclose(value, scipy.special.betaln(a, b), rtol=1e-8, atol=1e-8)
+    da, db = jax.vmap(jax.grad(bb.betaln, argnums=(0, 1)))(jnp.asarray(a), jnp.asarray(b))
+    psi = scipy.special.digamma
+    np.testing.assert_allclose(da, psi(a) - psi(a + b), rtol=1e-10)
+    np.testing.assert_allclose(db, psi(b) - psi(a + b), rtol=1e-7)
+    # the large-argument branch is continuous at its switch point
+    left = bb.log_gamma_ratio(jnp.asarray(0.3), jnp.asarray(np.nextafter(10.0, 0)))
+    right = bb.log_gamma_ratio(jnp.asarray(0.3), jnp.asarray(10.0))
+    assert abs(float(left - right)) < 1e-13
+
+    # float32 gradients at N = 1e6: the digamma difference is not lost to cancellation
+    # (reference: d ASR/dβ = −S·(ψ(β + N) − ψ(α + β + N) − ψ(β) + ψ(α + β)) in float64)
+    alpha, beta, n = 0.3, 6.0, 1e6
+    survival = math.exp(scipy.special.betaln(alpha, beta + n) - scipy.special.betaln(alpha, beta))
+    expected = -survival * (psi(beta + n) - psi(alpha + beta + n) - psi(beta) + psi(alpha + beta))
+    g32 = float(jax.grad(lambda b: risk.asr_at_n(n, alpha, b))(jnp.asarray(beta, jnp.float32)))
+    assert abs(g32 / expected - 1) < 1e-4
+
+
+def test_logpmf_matches_scipy_and_sums_to_one(x64):
+    n, alpha, beta = 40.0, 0.7, 3.5
+    c = jnp.arange(41.0)
+    logpmf = bb.logpmf(c, jnp.asarray(n), jnp.asarray(alpha), jnp.asarray(beta))
+    np.testing.assert_allclose(logpmf, scipy.stats.betabinom.logpmf(np.arange(41), 40, alpha,
+                                                                    beta), rtol=1e-8)
+    assert abs(float(jnp.sum(jnp.exp(logpmf))) - 1) < 1e-12
+
+
+def test_asr_closed_form_identities(x64):
+    alpha, beta, pi0 = 0.35, 7.0, 0.2
+    small, big = np.arange(0.0, 40.0), np.geomspace(1.0, 1e15, 61)
+    n = jnp.asarray(np.concatenate([small, big]))  # one shape: one compilation
+    asr = np.asarray(risk.asr_at_n(n, alpha, beta, pi0))
+    plain = np.asarray(risk.asr_at_n(n, alpha, beta, 0.0))
+    # ASR@1 = α/(α + β), and the product form Π_{j<N}(β + j)/(α + β + j) for small N
+    assert abs(plain[1] - alpha / (alpha + beta)) < 1e-14
+    product = np.array([np.prod((beta + np.arange(k)) / (alpha + beta + np.arange(k)))
+                        for k in range(40)])
+    np.testing.assert_allclose(plain[:40], 1 - product, rtol=1e-12, atol=1e-15)
+    # increasing in N, tending to 1 − π₀, with survival ~ Γ(α + β)/Γ(β)·N^{−α}
+    assert np.all(np.diff(asr[40:]) > 0)
+    assert 0 < (1 - pi0) - asr[-1] < 0.01
+    ratio = (1 - plain[40:]) * big**alpha * math.gamma(beta) / math.gamma(alpha + beta)
+    assert abs(ratio[-1] - 1) < 1e-6 and abs(ratio[30] - 1) < 1e-3
+    # zero inflation scales the curve
+    np.testing.assert_allclose(asr, (1 - pi0) * plain, rtol=1e-14)
+
+
+def test_asr_estimators_match_monte_carlo(x64):
+    """Population ASR@N by simulation, and the conditional / anchored estimators as the exact
+    expectations they are under the true model (z-tests, Bonferroni over 7 comparisons)."""
+    rng = np.random.default_rng(0)
+    alpha, beta, pi0, trials, num_prompts = 0.3, 6.0, 0.25, 20, 40_000
+    theta = rng.beta(alpha, beta, num_prompts) * (rng.random(num_prompts) >= pi0)
+    first = rng.geometric(np.maximum(theta, 1e-300))  # attempt of the first success
+    for n in (1, 30, 400):
+        hits = first <= n
+        se = hits.std() / math.sqrt(num_prompts)
+        assert abs(hits.mean() - float(risk.asr_at_n(n, alpha, beta, pi0))) < Z * se
+    # data from the model: c successes in the first `trials` attempts
+    c = rng.binomial(trials, theta)
+    n_more = 100
+    fresh = rng.binomial(n_more, theta) > 0  # a fresh batch of n_more attempts
+    conditional = risk.asr_conditional(n_more, c, trials, alpha, beta, pi0, per_prompt=True)
+    diff = np.asarray(conditional) - fresh
+    assert abs(diff.mean()) < Z * diff.std() / math.sqrt(num_prompts)
+    # anchored: within `trials + n_more` total attempts, the observed ones counted
+    total = (c > 0) | fresh
+    anchored = risk.asr_anchored(trials + n_more, c, trials, alpha, beta, pi0, per_prompt=True)
+    diff = np.asarray(anchored) - total
+    assert abs(diff.mean()) < Z * diff.std() / math.sqrt(num_prompts)
+    # anchored at N = n is the observed fraction of broken prompts
+    at_n = risk.asr_anchored(trials, c, trials, alpha, beta, pi0, per_prompt=True)
+    np.testing.assert_array_equal(np.asarray(at_n), (c > 0).astype(np.float64))
+    # π₀ = 0 is the base model's posterior: 1 − B(α + c, β + n − c + N)/B(α + c, β + n − c)
+    base = risk.asr_conditional(n_more, c, trials, alpha, beta, 0.0, per_prompt=True)
+    a, b = alpha + c[:50], beta + trials - c[:50]
+    expected = -np.expm1(scipy.special.betaln(a, b + n_more) - scipy.special.betaln(a, b))
+    np.testing.assert_allclose(np.asarray(base)[:50], expected, rtol=1e-8)
+
+
+def test_unbiased_asr_at_k_is_exactly_unbiased(x64):
+    """Σ_c Bin(c; n, θ)·(1 − C(n − c, k)/C(n, k)) = 1 − (1 − θ)^k, by finite summation."""
+    for n in (7, 60):
+        c = np.arange(n + 1)
+        for k in sorted({1, max(1, n // 2), n}):
+            estimator = np.asarray(risk.unbiased_asr_at_k(c, n, k, per_prompt=True), np.float64)
+            for theta in (0.01, 0.3, 0.9):
+                expected = scipy.stats.binom.pmf(c, n, theta) @ estimator
+                assert abs(expected - (1 - (1 - theta) ** k)) < 1e-12
+
+
+def _log_likelihood(params, successes, trials):
+    """Σ_i log P(c_i) in the optimiser's parameters (logit mean, log ν[, logit π₀]), SciPy."""
+    mean, nu = 1 / (1 + math.exp(-params[0])), math.exp(params[1])
+    log_pmf = scipy.stats.betabinom.logpmf(successes, trials, mean * nu, (1 - mean) * nu)
+    if len(params) == 3:
+        pi0 = 1 / (1 + math.exp(-params[2]))
+        log_pmf = np.logaddexp(np.where(successes == 0, math.log(pi0), -np.inf),
+                               math.log1p(-pi0) + log_pmf)
+    return log_pmf.sum()
+
+
+def _observed_se(successes, trials, fit, zero_inflated, h=1e-3):
+    """Standard errors from the observed information (central finite differences)."""
+    mean = float(fit.alpha / (fit.alpha + fit.beta))
+    params = [math.log(mean / (1 - mean)), math.log(float(fit.alpha + fit.beta))]
+    if zero_inflated:
+        params.append(math.log(float(fit.pi0) / (1 - float(fit.pi0))))
+    params = np.asarray(params)
+    size = len(params)
+    hessian = np.empty((size, size))
+    for i in range(size):
+        for j in range(size):
+            e_i, e_j = np.eye(size)[i] * h, np.eye(size)[j] * h
+            values = [_log_likelihood(params + si * e_i + sj * e_j, successes, trials)
+                      for si, sj in ((1, 1), (1, -1), (-1, 1), (-1, -1))]
+            hessian[i, j] = -(values[0] - values[1] - values[2] + values[3]) / (4 * h * h)
+    return params, np.sqrt(np.diag(np.linalg.inv(hessian)))
+
+
+@pytest.mark.parametrize("zero_inflated", [False, True])
+def test_mle_recovers_parameters(x64, zero_inflated):
+    rng = np.random.default_rng(1)
+    alpha, beta, pi0, trials, num_prompts = 0.4, 5.0, 0.3, 20, 3000
+    theta = rng.beta(alpha, beta, num_prompts)
+    if zero_inflated:
+        theta = theta * (rng.random(num_prompts) >= pi0)
+    c = rng.binomial(trials, theta)
+    fit = risk.fit_beta_binomial(c, trials, zero_inflated=zero_inflated)
+    assert bool(fit.converged) and not bool(fit.nonfinite)
+    estimate, se = _observed_se(c, trials, fit, zero_inflated)
+    assert abs(float(fit.log_likelihood) - _log_likelihood(estimate, c, trials)) < 1e-6
+    truth = [math.log(alpha / beta), math.log(alpha + beta)]
+    if zero_inflated:
+        truth.append(math.log(pi0 / (1 - pi0)))
+    assert np.all(np.abs(estimate - np.asarray(truth)) < Z * se), (estimate, truth, se)
+    if not zero_inflated:
+        # the zero-inflated model with π₀ → 0 reduces to this fit
+        fit_zi = risk.fit_beta_binomial(c, trials, zero_inflated=True)
+        assert float(fit_zi.log_likelihood) >= float(fit.log_likelihood) - 1e-6
+
+
+def test_budget_is_the_least_sufficient_n(x64):
+    tau = jnp.asarray([0.01, 0.3, 0.5, 0.9, 0.99, 0.5, 0.85])
+    alpha = jnp.asarray([0.3, 0.3, 0.05, 0.6, 0.6, 0.2, 0.2])
+    beta = jnp.asarray([6.0, 6.0, 1.0, 30.0, 30.0, 3.0, 3.0])
+    pi0 = jnp.asarray([0.0, 0.0, 0.0, 0.0, 0.0, 0.1, 0.1])
+    budget = risk.budget_at(tau, alpha, beta, pi0)
+    reachable = np.asarray(tau < 1 - pi0)
+    assert np.all(np.asarray(budget)[~reachable] == risk.UNREACHABLE)
+    assert budget.dtype == jnp.int64
+    b = jnp.where(budget > 0, budget, 1).astype(jnp.float64)
+    at = risk.asr_at_n(b, alpha, beta, pi0)
+    before = risk.asr_at_n(b - 1, alpha, beta, pi0)
+    assert np.all(np.asarray(at >= tau)[reachable] & np.asarray(before < tau)[reachable])
+
+
+def test_bad_inputs_raise_clear_errors():
+    c, trials = np.array([0, 3, 5]), np.array([10, 10, 4])
+    with pytest.raises(ValueError, match="successes must be <= trials"):
+        risk.fit_beta_binomial(c, trials)
+    with pytest.raises(ValueError, match="successes must be >= 0"):
+        risk.asr_anchored(100, np.array([-1, 2]), 10, 0.3, 5.0)
+    with pytest.raises(ValueError, match="trials must be >= 1"):
+        risk.unbiased_asr_at_k(np.array([0, 0]), np.array([0, 3]), 1)
+    with pytest.raises(ValueError, match="successes must hold whole numbers"):
+        risk.fit_beta_binomial(np.array([0.5, 1.0]), 4)
+    for tau in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="tau"):
+            risk.budget_at(tau, 0.3, 5.0)
+    with pytest.raises(ValueError, match="alpha must be > 0"):
+        risk.asr_at_n(10, 0.0, 5.0)
+    with pytest.raises(ValueError, match="pi0 must be < 1"):
+        risk.asr_at_n(10, 0.3, 5.0, pi0=1.0)
+    with pytest.raises(ValueError, match="k must be <="):
+        risk.unbiased_asr_at_k(np.array([0, 1]), 5, 6)
+    with pytest.raises(ValueError, match="n must be >= trials"):
+        risk.asr_anchored(5, np.array([0, 1]), 10, 0.3, 5.0)
+    with pytest.raises(ValueError, match="estimator"):
+        risk.bootstrap_asr(jax.random.key(0), 100, np.array([0, 1]), 10, estimator="plugin")
+
