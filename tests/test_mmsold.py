@@ -272,9 +272,10 @@ def test_plugin_tilt_on_the_circle():
 
     Monte Carlo with shared antithetic draws: lambda = 0 to round-off (antipodal data). Gauss–
     Hermite: also Lambda = c I to round-off (quarter-turn symmetry), and Lambda equals SciPy's
-    Lyapunov solution for S built from the test's own potential by central differences.
+    Lyapunov solution for S built from the test's own potential (same Gauss–Hermite rule) by
+    central differences.
     """
-    bandwidth, smoothing = 0.1, 0.2
+    bandwidth, smoothing, num_quadrature = 0.1, 0.2, 24
     with jax.enable_x64(True):
         data = jnp.asarray(_circle())
         monte_carlo = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
@@ -283,7 +284,7 @@ def test_plugin_tilt_on_the_circle():
         lam = np.asarray(monte_carlo.quadratic)
         np.testing.assert_allclose(lam, lam.T, atol=1e-12)
         quadrature = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
-                                 smoothing=smoothing, num_quadrature=24)
+                                 smoothing=smoothing, num_quadrature=num_quadrature)
         _, cov, _ = moment_targets(data, bandwidth)
     np.testing.assert_allclose(quadrature.linear, 0.0, atol=1e-10)
     lam = np.asarray(quadrature.quadratic)
@@ -292,8 +293,9 @@ def test_plugin_tilt_on_the_circle():
 
     points, step = np.asarray(data), 1e-5
     grad_v = np.stack([
-        (_circle_potential(points + step * e, points, bandwidth, smoothing)
-         - _circle_potential(points - step * e, points, bandwidth, smoothing)) / (2 * step)
+        (_circle_potential(points + step * e, points, bandwidth, smoothing, num_quadrature)
+         - _circle_potential(points - step * e, points, bandwidth, smoothing, num_quadrature))
+        / (2 * step)
         for e in np.eye(2)], axis=1)
     stein = points.T @ grad_v / points.shape[0]
     expected = scipy.linalg.solve_continuous_lyapunov(np.asarray(cov),

@@ -193,7 +193,10 @@ def svgd(logdensity_fn: Callable, position: jax.Array, *, num_steps: int,
     state = sampler.init(position, {"length_scale": jnp.ones((), position.dtype)})
 
     def advance(state, length):
-        return jax.lax.fori_loop(0, length, lambda _, s: sampler.step(s), state)
+        # optax's Adam raises a float decay to an int32 count, which strict dtype promotion
+        # (a user's or a test suite's setting) refuses; its internals run under standard promotion
+        with jax.numpy_dtype_promotion("standard"):
+            return jax.lax.fori_loop(0, length, lambda _, s: sampler.step(s), state)
 
     if keep_every is None:
         return advance(state, num_steps).particles
