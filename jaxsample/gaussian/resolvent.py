@@ -4,16 +4,18 @@ Target ``π = N(m, Σ)`` with precision ``Λ = Σ^{-1}``, spectrum in ``[λ_min,
 ``κ = λ_max/λ_min``. A method that sees only gradients ``∇log π(x) = −Λ(x − m)`` applies
 polynomials in ``Λ`` and pays about ``√κ`` queries (:mod:`jaxsample.gaussian.baselines`). A method
 that may query *smoothed* scores ``s_τ(x) = ∇log(π ∗ N(0, τI))(x) = −(Σ + τI)^{-1}(x − m)``
-obtains one resolvent ``(Λ + τ^{-1}I)^{-1}z`` per query, and a sinc-quadrature rational
-approximation of ``Λ^{-1/2}`` over geometrically spaced ``τ`` needs only
-``O((log κ + log 1/ε) log 1/ε)`` of them (J. Liu, *Smoothed Score Queries and the Complexity of
-Sampling*, arXiv:2605.27769, 2026).
+obtains one resolvent ``(Λ + τ^{-1}I)^{-1}z`` per query, and a rational quadrature of
+``Λ^{-1/2}`` over the noise levels ``τ`` needs only ``O(log κ · log 1/ε)`` of them (J. Liu,
+*Smoothed Score Queries and the Complexity of Sampling*, arXiv:2605.27769, 2026). The default
+quadrature is the Hale–Higham–Trefethen elliptic rule (3–5× fewer levels than the paper's sinc
+rule, and no ``1/ε`` in its round-off floor); the sinc rule is kept as ``rule="sinc"``.
 
 - :func:`sample`: the smoothed-score sampler ``x = m + Σ_k w_k R_{τ_k} z`` (optionally with
   ``b``-bit dithered answers); :func:`transform_noise` is the same map applied to given noise.
-- :func:`smoothed_score_oracle`: ``s_τ`` for a dense or matrix-free precision, evaluated stably;
-  the matrix-free one solves with lineax's conjugate gradients and reports the solver's
-  iterations and convergence (:class:`SolveStats`), which :class:`GaussianInfo` carries.
+- :func:`smoothed_score_oracle`: ``s_τ`` for a dense or matrix-free precision, in forms that keep
+  the resolvent accurate; the matrix-free one solves with lineax's conjugate gradients and reports
+  the solver's iterations and convergence (:class:`SolveStats`), which :class:`GaussianInfo`
+  carries.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 
-from jaxsample._checks import check_int, check_key, check_number, is_concrete
+from jaxsample._checks import check_choice, check_int, check_key, check_number, is_concrete
 from jaxsample.gaussian._common import (
     GaussianInfo,
     SolveStats,
@@ -41,7 +43,7 @@ from jaxsample.gaussian._common import (
     make_info,
     no_solve,
 )
-from jaxsample.kernels.resolvent import dithered_quantize, resolvent, sinc_rule
+from jaxsample.kernels.resolvent import RULES, dithered_quantize, quadrature_rule, resolvent
 
 __all__ = [
     "GaussianInfo",
@@ -57,7 +59,14 @@ __all__ = [
 
 
 class _DenseSmoothedScore(eqx.Module):
-    """``s_τ(x) = −Q diag(λ/(1 + τλ)) Qᵀ(x − m)`` from ``Λ = Q diag(λ) Qᵀ``."""
+    """``s_τ(x) = −[f(λ_1) v + Q diag(f(λ) − f(λ_1)) Qᵀ v]``, ``f(λ) = λ/(1 + τλ)``, ``v = x − m``.
+
+    ``Λ = Q diag(λ) Qᵀ`` with ``λ_1 = λ_min`` first. Both terms have the sign of ``f > 0`` in every
+    eigen-direction, so nothing cancels, and at large ``τ``, where ``f ≈ 1/τ`` for most ``λ``, the
+    bulk ``f(λ_1) v`` never passes through ``Q(·)Qᵀ``: only the small excess
+    ``f(λ) − f(λ_1) = (λ − λ_1)/((1 + τλ)(1 + τλ_1)) ≤ 1/(τ(1 + τλ_1))`` does. Regrouped, this is
+    ``−(v − Q diag(1/(1 + τλ)) Qᵀ v)/τ``; unlike that form it stays accurate as ``τ → 0``.
+    """
 
     eigenvalues: jax.Array
     eigenvectors: jax.Array
@@ -66,9 +75,12 @@ class _DenseSmoothedScore(eqx.Module):
     def __call__(self, x, tau):
         with jax.named_scope("dense_smoothed_score"):
             tau = jnp.asarray(tau, self.mean.dtype)
-            coordinates = self.eigenvectors.T @ (x - self.mean)
-            shrunk = self.eigenvalues / (1 + tau * self.eigenvalues) * coordinates
-            return -(self.eigenvectors @ shrunk)
+            lam, lam_min = self.eigenvalues, self.eigenvalues[0]
+            offset = x - self.mean
+            bulk = lam_min / (1 + tau * lam_min)
+            excess = (lam - lam_min) / (1 + tau * lam) / (1 + tau * lam_min)
+            coordinates = self.eigenvectors.T @ offset
+            return -(bulk * offset + self.eigenvectors @ (excess * coordinates))
 
     def with_stats(self, x, tau):
         """``(s_τ(x), SolveStats)``; a spectral evaluation solves nothing."""
@@ -84,7 +96,12 @@ def _two_norm(x):
 
 
 class _MatrixFreeSmoothedScore(eqx.Module):
-    """``s_τ(x) = −y`` with ``(I + τΛ) y = Λ(x − m)`` by lineax's conjugate gradients."""
+    """``s_τ(x) = −(v − w)/τ`` with ``(I + τΛ) w = v = x − m`` by lineax's conjugate gradients.
+
+    The sampler forms ``R_τ z = τ z + τ² s_τ(m + z) = τ w`` (up to the rounding of ``v``): the
+    solve's error enters the resolvent as ``τ (I + τΛ)^{-1} r``, never amplified by ``1 + τλ``, as
+    it would be through ``(I + τΛ) y = Λ v``. At ``τ = 0`` it is the plain product ``−Λ v``.
+    """
 
     matvec: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
     mean: jax.Array
@@ -96,25 +113,33 @@ class _MatrixFreeSmoothedScore(eqx.Module):
         with jax.named_scope("matrix_free_smoothed_score"):
             dtype = self.mean.dtype
             tau = jnp.asarray(tau, dtype)
-            rhs = self.matvec(x - self.mean)
-            # Normalised right-hand side: CG stops at ‖r‖₂ ≤ tolerance·‖Λ(x − m)‖₂ (lineax's atol
-            # on a unit vector), like SciPy's relative criterion, and x = m is no special case.
-            norm = jnp.linalg.norm(rhs)
-            scale = jnp.where(norm > 0, norm, 1)
-            operator = lx.FunctionLinearOperator(
-                lambda v: v + tau * self.matvec(v), jax.ShapeDtypeStruct(rhs.shape, dtype),
-                tags=lx.positive_semidefinite_tag,
-            )
-            # stabilise_every=None keeps the recursive residual, which keeps decreasing where the
-            # recomputed one stalls at round-off: the solve then stops at ~round-off accuracy.
-            solver = lx.CG(rtol=0.0, atol=self.tolerance, norm=_two_norm, stabilise_every=None,
-                           max_steps=self.max_iterations)
-            solution = lx.linear_solve(operator, rhs / scale, solver, throw=False)
-            stats = SolveStats(
-                jnp.asarray(solution.stats["num_steps"], jnp.int32),
-                solution.result == lx.RESULTS.successful,
-            )
-            return -(solution.value * scale), stats
+            offset = x - self.mean
+
+            def solve(offset):
+                # Normalised right-hand side: CG stops at ‖r‖₂ ≤ tolerance·‖x − m‖₂ (lineax's
+                # atol on a unit vector), SciPy's relative criterion, and x = m is no special case.
+                norm = jnp.linalg.norm(offset)
+                scale = jnp.where(norm > 0, norm, 1)
+                operator = lx.FunctionLinearOperator(
+                    lambda v: v + tau * self.matvec(v), jax.ShapeDtypeStruct(offset.shape, dtype),
+                    tags=lx.positive_semidefinite_tag,
+                )
+                # stabilise_every=None keeps the recursive residual, which keeps decreasing where
+                # a recomputed one stalls at round-off: the solve stops at ~round-off accuracy.
+                solver = lx.CG(rtol=0.0, atol=self.tolerance, norm=_two_norm,
+                               stabilise_every=None, max_steps=self.max_iterations)
+                solution = lx.linear_solve(operator, offset / scale, solver, throw=False)
+                stats = SolveStats(jnp.asarray(solution.stats["num_steps"], jnp.int32),
+                                   solution.result == lx.RESULTS.successful)
+                safe_tau = jnp.where(tau > 0, tau, 1)
+                return -(offset - solution.value * scale) / safe_tau, stats
+
+            def product(offset):
+                return -self.matvec(offset), no_solve()
+
+            # τ is the same for every sample of a level, so under the sampler's vmap this stays a
+            # branch: the product runs only at τ = 0
+            return jax.lax.cond(tau > 0, solve, product, offset)
 
     def __call__(self, x, tau):
         return self.with_stats(x, tau)[0]
@@ -134,14 +159,25 @@ def smoothed_score_oracle(
     """The smoothed score ``s_τ(x) = −(Σ + τI)^{-1}(x − m)`` of ``N(m, Λ^{-1})``, evaluated stably.
 
     ``τ = 0`` gives the plain score ``−Λ(x − m)``, also available as ``oracle.score(x)`` for the
-    gradient-only baselines. The subtraction-free forms used here keep relative accuracy at
-    every ``τ``:
+    gradient-only baselines. The forms used here keep what the sampler needs accurate: it forms
+    ``R_τ z = τ z + τ² s_τ(m + z)``, which loses the factor ``τλ`` that ``τ² s_τ ≈ τ z`` cancels,
+    so ``τ² s_τ`` must be accurate to round-off *relative to* ``τ z``. With ``v = x − m``:
 
-    - dense ``Λ = Q diag(λ) Qᵀ`` (one ``eigh`` at construction):
-      ``s_τ(x) = −Q diag(λ/(1 + τλ)) Qᵀ(x − m)``;
-    - matrix-free (``precision`` a function ``v -> Λ v``): ``s_τ(x) = −y`` with
-      ``(I + τΛ) y = Λ(x − m)`` solved by conjugate gradients (``lineax.CG``, a positive-definite
-      operator). Its accuracy is CG's: the default asks for round-off level.
+    - dense ``Λ = Q diag(λ) Qᵀ`` (one ``eigh`` at construction), ``f(λ) = λ/(1 + τλ)``:
+      ``s_τ(x) = −[f(λ_min) v + Q diag(f(λ) − f(λ_min)) Qᵀ v]`` — two terms of one sign, and at
+      large ``τ`` the bulk ``≈ v/τ`` never goes through ``Q(·)Qᵀ`` (which would add ``√d``-sized
+      round-off); it is ``−(v − Q diag(1/(1 + τλ)) Qᵀ v)/τ`` regrouped, accurate at every
+      ``τ ≥ 0``;
+    - matrix-free (``precision`` a function ``v -> Λ v``): ``s_τ(x) = −(v − w)/τ`` with
+      ``(I + τΛ) w = v`` solved by conjugate gradients (``lineax.CG``, a positive-definite
+      operator), and ``−Λ v`` at ``τ = 0``. The resolvent is then ``τ w``, as accurate as the solve:
+      its relative residual ``tolerance`` enters the sample's whitened error as about
+      ``tolerance · log κ``. For ``τλ ≪ 1`` the subtraction costs ``s_τ`` itself relative accuracy
+      (``≈ tolerance/(τλ)``), which the sampler does not see. CG on ``I + τΛ`` takes up to
+      ``≈ ½√κ log(2/tolerance)`` iterations per query at large ``τ``: the smoothed-score model
+      counts queries, ``info.solver_iterations`` counts this work. A product ``Λ v`` rounded
+      relative to ``‖Λ‖‖v‖`` limits any solve to about ``u κ`` relative accuracy in the
+      ``λ_min`` directions.
 
     ``oracle.with_stats(x, tau)`` returns ``(s_τ(x), SolveStats)``: the CG iterations and whether
     CG met ``tolerance`` within ``max_iterations`` (zero iterations and ``True`` for the dense
@@ -154,7 +190,7 @@ def smoothed_score_oracle(
             ``(d,)`` vectors.
         mean: ``(d,)`` mean ``m``; its dtype is the oracle's.
         tolerance: matrix-free only: CG's relative residual tolerance
-            ``‖r‖₂ ≤ tolerance · ‖Λ(x − m)‖₂`` (default ``10 · eps`` of the dtype).
+            ``‖r‖₂ ≤ tolerance · ‖x − m‖₂`` (default ``10 · eps`` of the dtype).
         max_iterations: matrix-free only: CG's iteration cap (default ``10 d``).
 
     Returns:
@@ -217,23 +253,38 @@ def _roundoff_floor(rule, lambda_max, dtype) -> float:
 
     Each level adds an absolute error of about ``u τ_k ‖z‖`` (the cancellation in
     ``τ z + τ² s_τ``), weighted by ``w_k``; in the worst direction the whitening ``Λ^{1/2}``
-    multiplies it by ``√λ_max``. Since ``w_k τ_k = (2h/π) √τ_k`` and ``√τ_max ≈ 2/(π ε √λ_min)``,
-    this is about ``u √κ / ε``: it is the floor below which the tolerance cannot be met.
+    multiplies it by ``√λ_max``. Sinc rule: ``w_k τ_k = (2h/π) √τ_k`` and
+    ``√τ_max ≈ 2/(π ε √λ_min)``, so this is about ``u √κ / ε``. Elliptic rule:
+    ``√λ_min Σ_j w_j τ_j = (2K/(πN)) Σ_j dn(v_j)/sn²(v_j)`` stays between 2.5 and 9 for
+    ``ε ∈ [10⁻¹⁰, 10⁻³]`` and any ``κ`` (the largest ``τ`` is only ``≈ (2N/K)²/λ_min``), so the
+    floor is ``≈ 5 u √κ`` with no ``1/ε``. Below it the tolerance cannot be met.
     """
     unit_roundoff = float(jnp.finfo(dtype).eps) / 2
     return unit_roundoff * math.sqrt(lambda_max) * float(np.sum(rule.weights * rule.taus))
 
 
+def _resolvent_spread(rule, lambda_min) -> float:
+    """``Σ_k (w_k τ_k/(1 + τ_k λ_min))²``: the squared weighted answer ranges per unit ``‖z‖²``.
+
+    For the elliptic rule ``w_j τ_j/(1 + τ_j λ_min) = w_j/(μ_j + λ_min) = (2K/(πN)) dn(v_j)/√λ_min``
+    exactly (``cn²(1 + sc²) = 1``), so the spread is ``(2K/(πN))² Σ_j dn²(v_j)/λ_min``
+    ``≈ 4 K E(m)/(π² N λ_min) ≈ 4/(λ_min log(4/ε))``.
+    """
+    return float(np.sum((rule.weights * rule.taus / (1 + rule.taus * lambda_min)) ** 2))
+
+
 def _auto_bits(rule, lambda_min, lambda_max, tol, dim) -> int:
     """Fewest bits per coordinate whose dither noise adds at most ``tol`` whitened covariance.
 
-    The level-``k`` answer lies in ``[−B_k, B_k]`` with ``B_k = τ_k ‖z‖/(1 + τ_k λ_min)``; with
-    ``N = 2^{b−1} − 1`` codes a side, the noise variance per coordinate is
-    ``Σ_k w_k² B_k² / (12 N²)``, of mean ``d Σ_k (w_k τ_k/(1 + τ_k λ_min))² / (12 N²)``; times
-    ``λ_max`` it must stay below ``tol``. Hence ``b = O(log κ + log(d/ε))``.
+    The level-``k`` answer ``R_{τ_k} z = (Λ + μ_k)^{-1} z`` has ``‖·‖ ≤ B_k = ‖z‖/(μ_k + λ_min)``
+    (``= τ_k ‖z‖/(1 + τ_k λ_min)``) whatever the rule; with ``N = 2^{b−1} − 1`` codes a side the
+    noise variance per coordinate is ``Σ_k w_k² B_k² / (12 N²)``, of mean
+    ``d · spread / (12 N²)`` (:func:`_resolvent_spread`); times ``λ_max`` it must stay below
+    ``tol``. With the elliptic shifts that gives
+    ``b ≈ 1 + ⌈½ log₂(κ d / (3 ε log(4/ε)))⌉``: ``b = O(log κ + log(d/ε))``, ``½ log₂ 10 ≈ 1.66``
+    bits more per decade of ``κ``.
     """
-    spread = np.sum((rule.weights * rule.taus / (1 + rule.taus * lambda_min)) ** 2)
-    codes = math.sqrt(lambda_max * dim * spread / (12 * tol))
+    codes = math.sqrt(lambda_max * dim * _resolvent_spread(rule, lambda_min) / (12 * tol))
     return 1 + max(1, math.ceil(math.log2(codes + 1)))
 
 
@@ -242,16 +293,17 @@ def _add(stats, new):
 
 
 @eqx.filter_jit
-def _resolvent_transform(evaluate, z, dither_key, center, weights, taus, lambda_min, bits,
-                         known_mean):
+def _resolvent_transform(evaluate, z, dither_key, center, weights, taus, lambda_min, pre_tau,
+                         bits, known_mean):
     with jax.named_scope("resolvent_transform"):
         z_norms = jnp.linalg.norm(z, axis=1, keepdims=True)
         stats = no_solve()
         if not known_mean:
-            # One Tweedie step at the largest level, x + τ s_τ(x) = m + Σ(Σ + τI)^{-1}(x − m),
-            # contracts the distance to m by (1 + τλ_min)^{-1} ≈ (πε/2)² before the first level.
-            center_score, stats = evaluate(center, taus[0])
-            center = center + taus[0] * center_score
+            # One Tweedie step, x + τ s_τ(x) = m + (I + τΛ)^{-1}(x − m), at τ_pre ≥ 1/(u λ_min):
+            # it contracts the distance to m to round-off before the first level. The step's
+            # own error is relative to ‖x − m‖, not amplified by τ.
+            center_score, stats = evaluate(center, pre_tau)
+            center = center + pre_tau * center_score
 
         def level(carry, xs):
             base, acc, stats = carry
@@ -296,6 +348,7 @@ def transform_noise(
     tol: float,
     bits: int | str | None = None,
     key: jax.Array | None = None,
+    rule: str = "elliptic",
 ) -> tuple[jax.Array, GaussianInfo]:
     """Maps standard normal noise ``z`` to samples ``x = m + S z``; :func:`sample` without the draw.
 
@@ -308,7 +361,7 @@ def transform_noise(
         smoothed_score_fn: as in :func:`sample`.
         z: ``(n, d)`` noise; it fixes ``d`` and the dtype.
         mean: ``(d,)`` mean, or ``None`` (estimated by Tweedie steps, see :func:`sample`).
-        lambda_min, lambda_max, tol, bits: as in :func:`sample`.
+        lambda_min, lambda_max, tol, bits, rule: as in :func:`sample`.
         key: PRNG key for the dither, required when ``bits`` is not ``None``.
 
     Returns:
@@ -340,29 +393,33 @@ def transform_noise(
     bits = _check_bits(bits)
     if bits is not None:
         check_key("key (for the dither, required when bits is not None)", key)
+    rule = check_choice("rule", rule, tuple(RULES))
 
-    rule = sinc_rule(lambda_min, lambda_max, tol)
-    num_levels = rule.taus.shape[0]
-    floor = _roundoff_floor(rule, lambda_max, dtype)
+    quadrature = quadrature_rule(rule, lambda_min, lambda_max, tol)
+    num_levels = quadrature.taus.shape[0]
+    floor = _roundoff_floor(quadrature, lambda_max, dtype)
     if floor > tol:
+        growth = "about u*sqrt(kappa)/tol" if rule == "sinc" else "about 5*u*sqrt(kappa)"
         message = (
-            f"tol = {tol:g} is below the {dtype} round-off floor {floor:.2g} for "
-            f"kappa = {lambda_max / lambda_min:.3g} (about u*sqrt(kappa)/tol)"
+            f"tol = {tol:g} is below the {dtype} round-off floor {floor:.2g} of the {rule} rule "
+            f"for kappa = {lambda_max / lambda_min:.3g} ({growth})"
         )
         if dtype != jnp.float64:
             raise ValueError(message + "; use float64 inputs (jax_enable_x64) or a larger tol")
         warnings.warn(message + "; the samples will be less accurate than tol", stacklevel=3)
     if bits == "auto":
-        bits = _auto_bits(rule, lambda_min, lambda_max, tol, dim)
+        bits = _auto_bits(quadrature, lambda_min, lambda_max, tol, dim)
 
+    pre_tau = max(quadrature.taus[0], 2 / (float(jnp.finfo(dtype).eps) * lambda_min))
     samples, stats = _resolvent_transform(
         _with_stats(smoothed_score_fn),
         z,
         key,
         center,
-        jnp.asarray(rule.weights, dtype),
-        jnp.asarray(rule.taus, dtype),
+        jnp.asarray(quadrature.weights, dtype),
+        jnp.asarray(quadrature.taus, dtype),
         jnp.asarray(lambda_min, dtype),
+        jnp.asarray(pre_tau, dtype),
         bits,
         known_mean,
     )
@@ -383,46 +440,62 @@ def sample(
     tol: float,
     num_samples: int,
     bits: int | str | None = None,
+    rule: str = "elliptic",
 ) -> tuple[jax.Array, GaussianInfo]:
     """Draws ``N(m, Λ^{-1})`` samples from smoothed-score queries only, ``O(log κ)`` per sample.
 
-    With the sinc rule of :func:`jaxsample.kernels.resolvent.sinc_rule` (weights ``w_k``, noise
-    levels ``τ_k = e^{-2kh}``) and ``z ~ N(0, I_d)``::
+    A quadrature rule ``λ^{-1/2} ≈ r(λ) = Σ_k w_k/(λ + μ_k)`` on ``[λ_min, λ_max]`` with noise
+    levels ``τ_k = 1/μ_k`` and ``z ~ N(0, I_d)`` give::
 
         x = m + Σ_k w_k R_{τ_k} z,     R_τ z = τ z + τ² s_τ(m + z) = (Λ + τ^{-1}I)^{-1} z
 
-    so ``x = m + S z`` with ``S = r(Λ)`` and ``max |r(λ)√λ − 1| ≤ ~tol`` on the spectrum: the
-    whitened covariance error is ``‖Λ^{1/2} S² Λ^{1/2} − I‖ ≤ 2e + e²`` (``e`` the scalar error),
-    and ``TV ≤ (3/2)‖·‖_F ≤ (3/2)√d (2e + e²)`` (Devroye, Mehrabian & Reddad 2018): take
+    so ``x = m + S z`` with ``S = r(Λ)`` and ``max |r(λ)√λ − 1| ≤ e`` on the spectrum: the
+    whitened covariance error is ``‖Λ^{1/2} S² Λ^{1/2} − I‖ ≤ 2e + e²``, and
+    ``TV ≤ (3/2)‖·‖_F ≤ (3/2)√d (2e + e²)`` (Devroye, Mehrabian & Reddad 2018): take
     ``tol ≈ δ_TV/(3√d)`` for a TV target ``δ_TV``. Levels run in a ``lax.scan``, samples in a
     ``vmap`` (memory ``O(num_samples · d)``).
 
-    Queries (J. Liu, arXiv:2605.27769, 2026): with a known mean, one per level per sample,
-    ``q · num_samples``. With ``mean=None`` each level also queries ``s_τ(b_k)`` at a base point
-    shared by all samples, ``R_τ z = τ z + τ²[s_τ(b_k + z) − s_τ(b_k)]``, and the base points are
-    Tweedie steps ``b_{k+1} = b_k + τ_k s_{τ_k}(b_k)`` from ``b_0 = 0`` (plus one step before the
-    first level), which converge to ``m`` (the largest level alone contracts by ``(πε/2)²``):
+    Rules (:mod:`jaxsample.kernels.resolvent`):
+
+    - ``"elliptic"`` (default): the Hale–Higham–Trefethen rule, the midpoint rule after the
+      substitution ``t = √λ_min sc(v | 1 − 1/κ)``; ``e ≤ tol`` by its error bound
+      ``4 e^{−2πN K'/K}``, with ``N = ⌈K/(2πK') log(4/ε)⌉`` levels: 6, 10, 13, 17 for
+      ``ε = 1e-6`` and ``κ = 1e2, 1e4, 1e6, 1e8``
+      (:func:`~jaxsample.kernels.resolvent.elliptic_rule`);
+    - ``"sinc"``: the trapezoid rule in ``log τ`` that J. Liu (arXiv:2605.27769, 2026) analyses,
+      ``e ≤ 2 tol``, ``q = O((log κ + log 1/ε) log 1/ε)`` levels: 49, 52, 56, 60 for the same
+      cases (:func:`~jaxsample.kernels.resolvent.sinc_rule`).
+
+    Queries: with a known mean, one per level per sample, ``q · num_samples``. With ``mean=None``
+    each level also queries ``s_τ(b_k)`` at a base point shared by all samples,
+    ``R_τ z = τ z + τ²[s_τ(b_k + z) − s_τ(b_k)]``; the base points are Tweedie steps
+    ``b_{k+1} = b_k + τ_k s_{τ_k}(b_k)`` from one step at ``τ_pre = max(τ_1, 1/(u λ_min))``
+    (``u`` the unit round-off), which lands within round-off of ``m``:
     ``q · num_samples + q + 1`` queries, and the last base point is the mean estimate. An oracle
     with an inner solver (the matrix-free :func:`smoothed_score_oracle`) reports its iterations
     and convergence through ``with_stats``; ``info.solver_iterations`` and ``info.converged``
     carry them.
 
     Finite-bit answers (``bits``): each answer ``R_{τ_k} z`` is sent with ``b`` bits per
-    coordinate through :func:`jaxsample.kernels.resolvent.dithered_quantize` on its known range
-    ``±τ_k ‖z‖/(1 + τ_k λ_min)``; the subtractive dither makes the error uniform and independent
-    of the answer, so the sample gains independent noise of covariance
-    ``‖z‖² Σ_k w_k² B̃_k² / (12 (2^{b−1} − 1)²) · I``. ``bits="auto"`` picks the fewest bits that
-    keep its whitened size below ``tol``: ``b = O(log κ + log(d/ε))`` and
-    ``q · d · b = O(log² κ)`` bits per sample for fixed ``d`` and ``ε``.
+    coordinate through :func:`jaxsample.kernels.resolvent.dithered_quantize` on its range
+    ``±‖z‖/(μ_k + λ_min)``; the subtractive dither makes the error uniform and independent of the
+    answer, so the sample gains independent noise of covariance
+    ``‖z‖² Σ_k (w_k/(μ_k + λ_min))² / (12 (2^{b−1} − 1)²) · I``. For the elliptic shifts
+    ``w_j/(μ_j + λ_min) = (2K/(πN)) dn(v_j)/√λ_min`` exactly. ``bits="auto"`` picks the fewest
+    bits that keep the noise's whitened size below ``tol``: ``b = O(log κ + log(d/ε))``
+    (elliptic: ``≈ 1 + ½ log₂(κ d/(3 ε log(4/ε)))``) and ``q · d · b = O(log² κ)`` bits per
+    sample for fixed ``d`` and ``ε``.
 
-    Precision: ``τ z + τ² s_τ`` cancels at large ``τ``; the predicted worst-case whitened round-off
-    is ``u √λ_max Σ_k w_k τ_k ≈ u √κ / tol`` (``u`` the unit round-off). A tolerance below it is
-    refused in float32 (``ValueError``: use float64) and warned about in float64. The floor is
-    about ``0.7 u √κ / tol``, so float32 serves ``tol = 1e-3`` up to ``κ ≈ 500``; float64 serves
-    ``tol = 1e-6`` up to ``κ ≈ 10⁸`` and ``tol = 1e-7`` up to ``κ ≈ 10⁴``; below ``~1e-8`` no
-    ``κ`` qualifies through a floating-point oracle, although the scalar rule itself is accurate
-    to ``1e-10``. It assumes answers accurate to round-off; an oracle with relative error
-    ``δ > u`` (e.g. the dense float32 ``eigh`` oracle, ``δ ~ √d u``) raises it by ``δ/u``.
+    Precision: ``τ z + τ² s_τ`` cancels by the factor ``1 + τλ``; the predicted worst-case
+    whitened round-off is ``u √λ_max Σ_k w_k τ_k``: ``≈ 5 u √κ`` for the elliptic rule (its
+    largest ``τ`` is ``≈ (2N/K)²/λ_min``), ``≈ u √κ / tol`` for the sinc rule (its truncation
+    pushes ``τ_max`` to ``(2/(πε))²/λ_min``). A tolerance below it is refused in float32
+    (``ValueError``: use float64) and warned about in float64. Elliptic: float64 serves
+    ``tol = 1e-10`` up to ``κ ≈ 10¹⁰``, float32 ``tol = 1e-3`` up to ``κ ≈ 10⁶``; sinc: float64
+    ``tol = 1e-6`` up to ``κ ≈ 10⁸``, float32 ``tol = 1e-3`` up to ``κ ≈ 500``. It assumes
+    answers accurate to round-off relative to ``τ z`` (as :func:`smoothed_score_oracle`'s are); an
+    oracle with relative error ``δ > u`` (e.g. the dense float32 ``eigh`` oracle, ``δ ~ √d u``)
+    raises it by ``δ/u``, and a mean far larger than the spread adds ``u ‖m‖`` per level.
 
     Args:
         key: PRNG key.
@@ -439,13 +512,14 @@ def sample(
         num_samples: number of samples, a Python int ``>= 1``.
         bits: ``None`` (exact answers), a Python int in ``[2, 31]`` (bits per coordinate), or
             ``"auto"``.
+        rule: ``"elliptic"`` or ``"sinc"``.
 
     Returns:
         ``(samples, info)``: ``(num_samples, d)`` samples and a :class:`GaussianInfo`.
 
     Raises:
         ValueError: bad spectral bounds or ``tol``, tolerance below the float32 round-off floor,
-            an oracle returning the wrong shape or dtype, bad ``bits`` or ``dim``.
+            an oracle returning the wrong shape or dtype, bad ``bits``, ``dim`` or ``rule``.
         TypeError: non-floating ``mean``, non-int ``num_samples``, a non-callable oracle, a bad
             key.
 
@@ -453,9 +527,9 @@ def sample(
         >>> lam, m = jnp.array([1.0, 100.0]), jnp.array([1.0, -1.0])
         >>> score = smoothed_score_oracle(jnp.diag(lam), m)
         >>> x, info = sample(jax.random.key(0), score, mean=m, lambda_min=1.0, lambda_max=100.0,
-        ...                  tol=1e-3, num_samples=4)
-        >>> x.shape, int(info.num_queries) == 4 * int(info.num_levels)
-        ((4, 2), True)
+        ...                  tol=1e-3, num_samples=2)
+        >>> x.shape, int(info.num_levels), int(info.num_queries)
+        ((2, 2), 4, 8)
     """
     key = check_key("key", key)
     num_samples = check_int("num_samples", num_samples, 1)
@@ -473,5 +547,5 @@ def sample(
     z = jax.random.normal(noise_key, (num_samples, dim), dtype)
     return transform_noise(
         smoothed_score_fn, z, mean=mean, lambda_min=lambda_min, lambda_max=lambda_max, tol=tol,
-        bits=bits, key=dither_key,
+        bits=bits, key=dither_key, rule=rule,
     )

@@ -28,11 +28,12 @@ def _call(**change):
 
 
 _NOTE = ("sample(key, smoothed_score_fn, *, mean | dim, lambda_min, lambda_max, tol, "
-         "num_samples) -> (x, GaussianInfo). No traced hyper-parameter: lambda_min, lambda_max "
-         "and tol fix the number of quadrature levels (a static shape); the precision and the "
-         "mean are arrays inside the oracle pytree, so a new precision of the same shape reuses "
-         "the compilation (tests/test_gaussian.py). The matrix-free oracle (lineax CG in every "
-         "query) is tested there, not here: its compilations would double this entry's cost.")
+         "num_samples, bits=None, rule='elliptic') -> (x, GaussianInfo). No traced "
+         "hyper-parameter: lambda_min, lambda_max, tol and rule fix the number of quadrature "
+         "levels (a static shape); the precision and the mean are arrays inside the oracle "
+         "pytree, so a new precision of the same shape reuses the compilation "
+         "(tests/test_gaussian.py). The matrix-free oracle (lineax CG in every query) is tested "
+         "there, not here: its compilations would double this entry's cost.")
 
 ENTRIES = [
     Entry(
@@ -47,6 +48,7 @@ ENTRIES = [
             BadInput(_call(tol=1.5), ValueError, "tol"),
             BadInput(_call(bits=1), ValueError, "bits"),
             BadInput(_call(bits="many"), ValueError, "bits"),
+            BadInput(_call(rule="gauss"), ValueError, "rule"),
             BadInput(_call(mean=jnp.zeros((3, 1))), ValueError, "mean"),
             BadInput(_call(mean=jnp.zeros(3, jnp.int32)), TypeError, "mean"),
             BadInput(_call(mean=None), ValueError, "dim"),
