@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from contract import KEY
+from contract import decision_bo  # noqa: E402
 from contract import diffusion_shs  # noqa: E402
 from contract import diffusion_vmf  # noqa: E402
 from contract import gaussian_resolvent  # noqa: E402
@@ -28,6 +29,7 @@ from contract import subset_leverage  # noqa: E402
 import jaxsample.core
 
 _MODULES = [
+    decision_bo,
     diffusion_shs,
     diffusion_vmf,
     gaussian_resolvent,

@@ -3,4 +3,14 @@
 Methods land here as modules, each re-exported below.
 """
 
-__all__: list[str] = []
+from jaxsample.decision.bo import BOState as BOState
+from jaxsample.decision.bo import RunInfo as RunInfo
+from jaxsample.decision.bo import SphericalLinearBO as SphericalLinearBO
+from jaxsample.decision.bo import TrustRegion as TrustRegion
+
+__all__: list[str] = [
+    "BOState",
+    "RunInfo",
+    "SphericalLinearBO",
+    "TrustRegion",
+]
