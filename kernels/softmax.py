@@ -27,7 +27,10 @@ for the exact softmax.
 
 Both stages draw by inverse CDF (:func:`jaxsample.kernels.logspace.categorical`, one uniform per
 draw): ``jax.random.categorical`` spends one Gumbel per category, ``S (K + m)`` per query, which was
-most of the cost of a many-draw call.
+most of the cost of a many-draw call. The members of a cluster are one contiguous slab of
+``ClusterStats.sorted_embeddings`` (the table ordered by cluster), so a draw reads m rows with one
+dynamic slice; on CPU a loop of such slices beat XLA's batched gather of the same rows by 8x for
+large slabs (``sequential=True``), while accelerators gather all slabs at once.
 
 Inputs are valid: the public entry points (:mod:`jaxsample.softmax.two_level`) checked them.
 """
@@ -52,6 +55,9 @@ __all__ = [
     "cluster_logits",
     "cluster_members",
     "cluster_stats",
+    "draw_clusters",
+    "draw_members",
+    "split_keys",
     "exact_log_partition",
     "exact_log_probs",
     "kmeans",
@@ -76,6 +82,10 @@ class ClusterStats(NamedTuple):
         dispersion_factors: ``(K, r, d)`` low-rank part, ``Sigma_c ~ diag + F_c^T F_c``.
         members: ``(K, m)`` int32 item ids of each cluster, padded with 0.
         mask: ``(K, m)`` bool, False on padding.
+        sorted_embeddings: ``(N + m, d)`` the item table ordered by cluster (stable), then m zero
+            rows: cluster c occupies rows ``starts[c] .. starts[c] + n_c``, so its m member slots
+            are one contiguous slab (``members[c, j]`` is the id of row ``starts[c] + j``).
+        starts: ``(K,)`` int32 first row of each cluster in ``sorted_embeddings``.
     """
 
     log_size: jax.Array
@@ -84,6 +94,8 @@ class ClusterStats(NamedTuple):
     dispersion_factors: jax.Array
     members: jax.Array
     mask: jax.Array
+    sorted_embeddings: jax.Array
+    starts: jax.Array
 
 
 class KMeansOutput(NamedTuple):
@@ -183,7 +195,7 @@ def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
     Example:
         >>> import jax
         >>> x = jax.random.normal(jax.random.key(0), (1000, 8))
-        >>> out = kmeans(jax.random.key(1), x, 30, chunk_size=1024)
+        >>> out = kmeans(jax.random.key(1), x, 30, chunk_size=256)
         >>> out.centres.shape, out.assignment.shape, int(out.num_iterations) <= 20
         ((30, 8), (1000,), True)
     """
@@ -280,38 +292,68 @@ def cluster_members(cluster_ids, num_clusters: int, max_cluster_size: int):
 
 
 @functools.partial(jax.jit, static_argnames=("num_clusters", "max_cluster_size"))
-def split_clusters(cluster_ids, num_clusters: int, max_cluster_size: int):
-    """Splits every cluster into consecutive pieces of at most ``max_cluster_size`` members.
+def split_clusters(embeddings, cluster_ids, num_clusters: int, max_cluster_size: int):
+    """Cuts every cluster larger than m into balanced slabs along its principal axis.
 
-    Members keep their item order; a cluster of ``n_c`` members becomes ``ceil(n_c / m)`` pieces.
-    Any partition keeps the two-level proposal exact in law (``log q`` is reported for the
-    pieces).
+    A cluster of ``n_c`` members becomes ``p_c = ceil(n_c / m)`` pieces of ``floor(n_c / p_c)`` or
+    ``ceil(n_c / p_c) <= m`` members: its members are ordered by their projection on the
+    cluster's leading principal axis (8 power iterations on the within-cluster covariance, by
+    segment sums: ``O(N d)`` each) and cut into consecutive runs, so each piece has less spread
+    along the direction of largest spread than its parent. Any partition keeps the two-level
+    proposal exact in law (``log q`` is reported for the pieces); this one also lowers the
+    dispersion the cluster-logit rules must approximate. Clusters of at most m members keep one
+    piece.
 
     Args:
+        embeddings: ``(N, d)`` float item table.
         cluster_ids: ``(N,)`` integer ids in ``[0, num_clusters)``, every cluster non-empty.
         num_clusters: K, a Python int.
         max_cluster_size: m >= 1, a Python int.
 
     Returns:
-        ``(new_ids, num_pieces)``: ``(N,)`` int32 ids in ``[0, num_pieces)`` and the ``()``
-        int32 total number of pieces.
+        ``(new_ids, num_pieces)``: ``(N,)`` int32 ids in ``[0, num_pieces)``, pieces of one
+        cluster numbered consecutively, and the ``()`` int32 total ``sum_c p_c``.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> ids, total = split_clusters(jnp.array([0, 0, 0, 1]), 2, 2)
-        >>> ids.tolist(), int(total)
-        ([0, 0, 1, 2], 3)
+        >>> x = jnp.array([[3.0], [0.0], [2.0], [1.0], [9.0]])
+        >>> ids, total = split_clusters(x, jnp.array([0, 0, 0, 0, 1]), 2, 2)
+        >>> int(total), ids[:4].tolist() in ([1, 0, 1, 0], [0, 1, 0, 1])
+        (3, True)
     """
-    cluster_ids = cluster_ids.astype(jnp.int32)
-    n = cluster_ids.shape[0]
-    sizes = _sizes(cluster_ids, num_clusters)
-    pieces = (sizes + max_cluster_size - 1) // max_cluster_size
-    offsets = jnp.cumsum(pieces) - pieces
-    order = jnp.argsort(cluster_ids, stable=True)
-    starts = jnp.cumsum(sizes) - sizes
-    ranks = jnp.zeros(n, jnp.int32).at[order].set(
-        jnp.arange(n, dtype=jnp.int32) - starts[cluster_ids[order]])
-    return (offsets[cluster_ids] + ranks // max_cluster_size).astype(jnp.int32), jnp.sum(pieces)
+    with jax.named_scope("split_clusters"):
+        dtype = embeddings.dtype
+        cluster_ids = cluster_ids.astype(jnp.int32)
+        n = cluster_ids.shape[0]
+        sizes = _sizes(cluster_ids, num_clusters)
+        pieces = (sizes + max_cluster_size - 1) // max_cluster_size
+        safe = jnp.maximum(sizes, 1).astype(dtype)[:, None]
+        mean = jax.ops.segment_sum(embeddings, cluster_ids, num_segments=num_clusters) / safe
+        centred = embeddings - mean[cluster_ids]
+        # power iteration from the coordinate of largest variance
+        axis = jax.ops.segment_sum(centred * centred, cluster_ids, num_segments=num_clusters)
+
+        def power(_, axis):
+            axis = axis / jnp.maximum(jnp.linalg.norm(axis, axis=1, keepdims=True),
+                                      jnp.finfo(dtype).tiny)
+            along = jnp.sum(centred * axis[cluster_ids], axis=1)
+            return jax.ops.segment_sum(along[:, None] * centred, cluster_ids,
+                                       num_segments=num_clusters)
+
+        axis = jax.lax.fori_loop(0, 8, power, axis)
+        along = jnp.sum(centred * axis[cluster_ids], axis=1)
+        order = jnp.lexsort((along, cluster_ids))
+        starts = jnp.cumsum(sizes) - sizes
+        ranks = jnp.zeros(n, jnp.int32).at[order].set(
+            jnp.arange(n, dtype=jnp.int32) - starts[cluster_ids[order]])
+        # balanced pieces: the first (n_c mod p_c) get one extra member
+        p, size = pieces[cluster_ids], sizes[cluster_ids]
+        base, extra = size // p, size % p
+        long_run = extra * (base + 1)
+        piece = jnp.where(ranks < long_run, ranks // (base + 1),
+                          extra + (ranks - long_run) // jnp.maximum(base, 1))
+        offsets = jnp.cumsum(pieces) - pieces
+        return (offsets[cluster_ids] + piece).astype(jnp.int32), jnp.sum(pieces)
 
 
 @functools.partial(
@@ -364,6 +406,11 @@ def cluster_stats(
         mean = jax.ops.segment_sum(embeddings, cluster_ids, num_segments=num_clusters) / safe_sizes
         log_size = jnp.where(sizes > 0, jnp.log(safe_sizes[:, 0]), -jnp.inf).astype(dtype)
         members, mask = cluster_members(cluster_ids, num_clusters, max_cluster_size)
+        counts = _sizes(cluster_ids, num_clusters)
+        starts = (jnp.cumsum(counts) - counts).astype(jnp.int32)
+        order = jnp.argsort(cluster_ids, stable=True)
+        sorted_embeddings = jnp.concatenate(
+            [embeddings[order], jnp.zeros((max_cluster_size, d), dtype)])
 
         if rank == 0:
             centred = embeddings - mean[cluster_ids]
@@ -393,7 +440,7 @@ def cluster_stats(
             diag, factors = map_rows(low_rank, members, mask, mean, safe_sizes[:, 0],
                                      chunk_size=clusters_per_chunk)
         return ClusterStats(log_size, mean, diag.astype(dtype), factors.astype(dtype), members,
-                            mask)
+                            mask, sorted_embeddings, starts)
 
 
 @functools.partial(jax.jit, static_argnames=("variant",))
@@ -432,81 +479,158 @@ def cluster_logits(stats: ClusterStats, query, variant: str, temperature):
         return jnp.where(jnp.isneginf(stats.log_size), -jnp.inf, logits)
 
 
-def _member_logits(members, mask, embeddings, query, tau):
-    """Exact logits ``s_i`` of the listed members (any leading shape), -inf on padding."""
-    scores = jnp.einsum("...md,d->...m", embeddings[members], query) / tau
-    return jnp.where(mask, scores, -jnp.inf)
+def _slab_logits(stats: ClusterStats, cluster, query, tau):
+    """Exact logits ``s_i`` of one cluster's m member slots (``-inf`` on padding): one
+    contiguous ``(m, d)`` slab of ``sorted_embeddings`` times the query."""
+    width = stats.members.shape[1]
+    rows = jax.lax.dynamic_slice_in_dim(stats.sorted_embeddings, stats.starts[cluster], width)
+    return jnp.where(stats.mask[cluster], rows @ query / tau, -jnp.inf)
+
+
+def _per_draw(fn, stats, clusters, queries, tau, sequential, *extra):
+    """``fn(slab_logits, cluster, *extra[b, s])`` for every pair (query b, ``clusters[b, s]``).
+
+    ``sequential``: one ``lax.map`` step per pair, each reading one contiguous slab (on CPU a
+    dynamic slice is a memory copy, while a batched gather of the same rows ran 8x slower);
+    otherwise all slabs at once (one gather, the fast path on accelerators).
+    """
+    batch, num = clusters.shape
+    owner = jnp.repeat(jnp.arange(batch, dtype=jnp.int32), num)
+    flat = (clusters.reshape(-1), owner, *(e.reshape((batch * num,) + e.shape[2:])
+                                           for e in extra))
+
+    def one(args):
+        cluster, b, *rest = args
+        return fn(_slab_logits(stats, cluster, queries[b], tau), cluster, *rest)
+
+    out = jax.lax.map(one, flat) if sequential else jax.vmap(one)(flat)
+    return jax.tree.map(lambda a: a.reshape((batch, num) + a.shape[1:]), out)
+
+
+def split_keys(key, num_queries: int, num_samples: int):
+    """``(cluster_keys (B,), item_keys (B, S))``: the keys :func:`two_level_sample` draws with."""
+    cluster_key, item_key = jax.random.split(key)
+    item_keys = jax.random.split(item_key, num_queries * num_samples)
+    return (jax.random.split(cluster_key, num_queries),
+            item_keys.reshape((num_queries, num_samples)))
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples",))
-def two_level_sample(key, stats: ClusterStats, logits, embeddings, query, temperature,
-                     num_samples: int):
-    """Draws ``num_samples`` items for one query: a cluster ``c ~ softmax(logits)``, then an item.
+def draw_clusters(keys, logits, num_samples: int):
+    """``num_samples`` clusters per row of ``logits`` (``(B, K)``) by inverse CDF, with their
+    ``log_softmax(logits)``; ``keys``: ``(B,)``, one per row.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> logits = jnp.log(jnp.array([[0.0, 1.0]]))
+        >>> clusters, log_p = draw_clusters(jax.random.split(jax.random.key(0), 1), logits, 3)
+        >>> clusters.tolist(), log_p.tolist()
+        ([[1, 1, 1]], [[0.0, 0.0, 0.0]])
+    """
+    clusters = jax.vmap(lambda k, row: categorical(k, row, (num_samples,)))(keys, logits)
+    return clusters, jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), clusters, axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("sequential",))
+def draw_members(keys, stats: ClusterStats, clusters, queries, temperature,
+                 sequential: bool = True):
+    """One item per drawn cluster from the exact softmax over its members, by inverse CDF.
+
+    For query b and cluster ``c = clusters[b, s]``: ``i ~ exp(s_i - log Z_c)`` over the m member
+    slots of c, returned with ``s_i - log Z_c`` (``log Z_c`` is the slab's log-sum-exp, so the
+    proposal probability costs nothing extra). ``O(m d)`` work per draw; with ``sequential`` the
+    working memory is one slab, otherwise ``B S m d`` (see :func:`two_level_sample`).
+
+    Args:
+        keys: ``(B, S)`` PRNG keys, one per draw.
+        stats: :class:`ClusterStats`.
+        clusters: ``(B, S)`` int cluster ids (non-empty clusters).
+        queries: ``(B, d)``; ``temperature``: positive scalar tau.
+        sequential: loop over draws (CPU) or gather all at once (accelerators), static.
+
+    Returns:
+        ``(items, log_item)``: ``(B, S)`` int32 ids and ``(B, S)`` ``s_i - log Z_c``.
+    """
+    with jax.named_scope("draw_members"):
+        tau = jnp.asarray(temperature, queries.dtype)
+
+        def pick(logits, cluster, draw_key):
+            j = categorical(draw_key, logits)
+            return stats.members[cluster, j], logits[j] - jax.nn.logsumexp(logits)
+
+        return _per_draw(pick, stats, clusters, queries, tau, sequential, keys)
+
+
+@functools.partial(jax.jit, static_argnames=("num_samples", "sequential"))
+def two_level_sample(key, stats: ClusterStats, logits, queries, temperature, num_samples: int,
+                     sequential: bool = True):
+    """Draws ``num_samples`` items per query: clusters ``c ~ softmax(logits)``, then items.
 
     Both stages draw by inverse CDF, one uniform per draw
-    (:func:`jaxsample.kernels.logspace.categorical`). The item step is the exact softmax over
-    the members of ``c``; its log-sum-exp is ``log Z_c``, so the proposal
-    ``log q(i) = log_softmax(logits)_c + s_i - log Z_c`` comes at no extra cost. Each draw reads its
-    cluster's ``m`` member slots: ``O(num_samples * m * d)`` plus ``O(K)``.
+    (:func:`jaxsample.kernels.logspace.categorical`): :func:`draw_clusters`, then
+    :func:`draw_members`. The item step is the exact softmax over the members of ``c``; its
+    log-sum-exp is ``log Z_c``, so ``log q(i) = log_softmax(logits)_c + s_i - log Z_c`` comes at no
+    extra cost. Each draw reads its cluster's m member slots, one contiguous ``(m, d)`` slab of
+    ``stats.sorted_embeddings``: ``O(K d)`` per query plus ``O(m d)`` per draw. ``sequential``
+    loops over the draws (memory: one slab; the fast path on CPU, where XLA's batched gather of
+    the same rows measured 8x slower than slab copies); otherwise all ``B S`` slabs are gathered
+    at once (memory ``B S m d``; the fast path on accelerators).
 
     Args:
         key: a PRNG key.
-        stats: :class:`ClusterStats` (its ``members`` and ``mask`` are used).
-        logits: ``(K,)`` cluster logits (any rule, e.g. :func:`cluster_logits`).
-        embeddings: ``(N, d)`` item table.
-        query: ``(d,)`` query; ``temperature``: positive scalar tau.
+        stats: :class:`ClusterStats`.
+        logits: ``(B, K)`` cluster logits (any rule, e.g. :func:`cluster_logits` per query).
+        queries: ``(B, d)``; ``temperature``: positive scalar tau.
         num_samples: S, a Python int (draws are independent, with replacement).
+        sequential: see above (static).
 
     Returns:
-        ``(items, log_q)``: ``(S,)`` int32 item ids and ``(S,)`` proposal log-probabilities.
+        ``(items, log_q)``: ``(B, S)`` int32 item ids and their proposal log-probabilities.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> x = jnp.array([[0.0], [1.0], [2.0]])
         >>> stats = cluster_stats(x, jnp.array([0, 0, 1]), 2, 2)
         >>> logits = cluster_logits(stats, jnp.array([1.0]), "s", 1.0)
-        >>> items, log_q = two_level_sample(jax.random.key(0), stats, logits, x,
-        ...                                 jnp.array([1.0]), 1.0, 4)
+        >>> items, log_q = two_level_sample(jax.random.key(0), stats, logits[None], x[1:2],
+        ...                                 1.0, 4)
         >>> items.shape, log_q.shape
-        ((4,), (4,))
+        ((1, 4), (1, 4))
     """
     with jax.named_scope("two_level_sample"):
-        tau = jnp.asarray(temperature, query.dtype)
-        cluster_key, item_key = jax.random.split(key)
-        clusters = categorical(cluster_key, logits, (num_samples,))
-        ids = stats.members[clusters]
-        item_logits = _member_logits(ids, stats.mask[clusters], embeddings, query, tau)
-        picks = categorical(item_key, item_logits)
-        picked_logit = jnp.take_along_axis(item_logits, picks[:, None], axis=-1)[:, 0]
-        log_q = (jax.nn.log_softmax(logits)[clusters] + picked_logit
-                 - jax.nn.logsumexp(item_logits, axis=-1))
-        return jnp.take_along_axis(ids, picks[:, None], axis=-1)[:, 0], log_q
+        cluster_keys, item_keys = split_keys(key, logits.shape[0], num_samples)
+        clusters, log_cluster = draw_clusters(cluster_keys, logits, num_samples)
+        items, log_item = draw_members(item_keys, stats, clusters, queries, temperature,
+                                       sequential)
+        return items, log_cluster + log_item
 
 
-@jax.jit
-def two_level_log_prob(stats: ClusterStats, logits, cluster_ids, embeddings, query, items,
-                       temperature):
-    """Proposal log-probabilities ``log q(i)`` of arbitrary items for one query.
+@functools.partial(jax.jit, static_argnames=("sequential",))
+def two_level_log_prob(stats: ClusterStats, logits, cluster_ids, embeddings, queries, items,
+                       temperature, sequential: bool = True):
+    """Proposal log-probabilities ``log q(i)`` of arbitrary items for a batch of queries.
 
     ``log q(i) = log_softmax(logits)_{c(i)} + s_i - log Z_{c(i)}``. The cluster normalisers
-    ``log Z_c`` come one of two ways, picked from the shapes (S requested items, N items, m member
-    slots, d dimensions):
+    ``log Z_c`` come one of two ways, picked from the shapes (S requested items per query, N
+    items, m member slots, d dimensions):
 
-    - ``S m d <= N``: from the members of each requested item's cluster, ``O(S m d)`` work and
-      memory (at most N floats); the cheap path for a few items per query (a sampled-softmax
-      target);
-    - otherwise: from all N scores at once, ``s = X q / tau`` (one matrix-vector product) and one
+    - ``S m d <= N``: from the slab of each requested item's cluster, ``O(S m d)`` work per query
+      (one slab of memory when ``sequential``); the cheap path for a few items per query (a
+      sampled-softmax target);
+    - otherwise: from all N scores at once, ``s = X q / tau`` (one matrix product) and one
       segment log-sum-exp (:func:`jaxsample.kernels.logspace.segment_logsumexp`), ``O(N d)``
-      work and ``O(N + K + S)`` memory, however many items are asked for.
+      work and ``O(N + K + S)`` memory per query, however many items are asked for.
 
     Args:
-        stats: :class:`ClusterStats`; ``logits``: ``(K,)`` cluster logits.
+        stats: :class:`ClusterStats`; ``logits``: ``(B, K)`` cluster logits.
         cluster_ids: ``(N,)`` cluster of each item.
-        embeddings: ``(N, d)``; ``query``: ``(d,)``; ``items``: ``(S,)`` int item ids.
+        embeddings: ``(N, d)``; ``queries``: ``(B, d)``; ``items``: ``(B, S)`` int item ids.
         temperature: positive scalar tau.
+        sequential: loop over (query, item) pairs on the slab path (static; see
+            :func:`two_level_sample`).
 
     Returns:
-        ``(S,)`` log-probabilities in the query's dtype.
+        ``(B, S)`` log-probabilities in the queries' dtype.
 
     Example:
         >>> import jax.numpy as jnp
@@ -514,23 +638,27 @@ def two_level_log_prob(stats: ClusterStats, logits, cluster_ids, embeddings, que
         >>> stats = cluster_stats(x, ids, 2, 2)
         >>> q = jnp.array([1.0])
         >>> logits = cluster_logits(stats, q, "s", 1.0)
-        >>> lq = two_level_log_prob(stats, logits, ids, x, q, jnp.arange(3), 1.0)
+        >>> lq = two_level_log_prob(stats, logits[None], ids, x, q[None], jnp.arange(3)[None], 1.0)
         >>> round(float(jnp.exp(lq).sum()), 5)
         1.0
     """
     with jax.named_scope("two_level_log_prob"):
-        tau = jnp.asarray(temperature, query.dtype)
+        tau = jnp.asarray(temperature, queries.dtype)
         (n, d), width = embeddings.shape, stats.members.shape[1]
         clusters = cluster_ids[items]
-        log_cluster = jax.nn.log_softmax(logits)[clusters]
-        if items.shape[0] * width * d <= n:
-            member_logits = _member_logits(stats.members[clusters], stats.mask[clusters],
-                                           embeddings, query, tau)
-            scores = embeddings[items] @ query / tau
-            return log_cluster + scores - jax.nn.logsumexp(member_logits, axis=-1)
-        scores = embeddings @ query / tau
-        log_mass = segment_logsumexp(scores, cluster_ids, logits.shape[0])
-        return log_cluster + scores[items] - log_mass[clusters]
+        log_cluster = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), clusters, axis=1)
+        if items.shape[1] * width * d <= n:
+            scores = jnp.einsum("bsd,bd->bs", embeddings[items], queries) / tau
+            log_mass = _per_draw(lambda logits, _: jax.nn.logsumexp(logits), stats, clusters,
+                                 queries, tau, sequential)
+            return log_cluster + scores - log_mass
+
+        def one(query, query_items, query_clusters):
+            scores = embeddings @ query / tau
+            log_mass = segment_logsumexp(scores, cluster_ids, logits.shape[1])
+            return scores[query_items] - log_mass[query_clusters]
+
+        return log_cluster + jax.vmap(one)(queries, items, clusters)
 
 
 @jax.jit

@@ -17,6 +17,7 @@ from jaxsample.softmax.two_level import log_importance_weights as log_importance
 from jaxsample.softmax.two_level import log_partition as log_partition
 from jaxsample.softmax.two_level import log_prob as log_prob
 from jaxsample.softmax.two_level import proposal_log_probs as proposal_log_probs
+from jaxsample.softmax.two_level import recommended_sizes as recommended_sizes
 from jaxsample.softmax.two_level import sample as sample
 from jaxsample.softmax.two_level import sampled_softmax_logits as sampled_softmax_logits
 
@@ -32,6 +33,7 @@ __all__ = [
     "log_partition",
     "log_prob",
     "proposal_log_probs",
+    "recommended_sizes",
     "sample",
     "sampled_softmax_logits",
     "two_level",

@@ -35,14 +35,16 @@ def enumerate_all(stats, x, ids, query, variant, tau=1.0, logits=None):
     """``log q`` of every item (the segment-log-sum-exp path: S m d > N)."""
     if logits is None:
         logits = ks.cluster_logits(stats, query, variant, tau)
-    return ks.two_level_log_prob(stats, logits, ids, x, query, np.arange(x.shape[0]), tau)
+    return ks.two_level_log_prob(stats, logits[None], ids, x, np.asarray(query)[None],
+                                 np.arange(x.shape[0])[None], tau)[0]
 
 
 def per_item(stats, x, ids, query, variant, tau=1.0):
-    """``log q`` item by item (the member path: S m d <= N)."""
-    logits = ks.cluster_logits(stats, query, variant, tau)
-    one = lambda i: ks.two_level_log_prob(stats, logits, ids, x, query, i[None], tau)[0]
-    return jax.vmap(one)(np.arange(x.shape[0]))
+    """``log q`` item by item, as N one-item queries (the slab path: S m d <= N)."""
+    n = x.shape[0]
+    logits = jnp.broadcast_to(ks.cluster_logits(stats, query, variant, tau), (n, 4))
+    queries = np.broadcast_to(query, (n, D))
+    return ks.two_level_log_prob(stats, logits, ids, x, queries, np.arange(n)[:, None], tau)[:, 0]
 
 
 def exact(x, query, tau=1.0):
@@ -145,16 +147,23 @@ def _chi_square_pvalue(counts, probs):
     return scipy_stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
 
 
+def draw(key, stats, logits, query, num, sequential=True):
+    items, log_q = ks.two_level_sample(key, stats, logits[None], np.asarray(query)[None], 1.0,
+                                       num, sequential)
+    return items[0], log_q[0]
+
+
 def test_draws_follow_the_proposal(x64):
-    """20 000 inverse-CDF draws per variant: log q equals enumeration and the counts pass a
-    chi-square test against exp(log q) (reject at p < 1e-3 for each of the 3 variants)."""
+    """20 000 inverse-CDF draws per variant (and for SD-2LS the all-at-once gather layout of
+    accelerators): log q equals enumeration and the counts pass a chi-square test against
+    exp(log q) (reject at p < 1e-3 for each of the 4 runs)."""
     x, ids = clustered(4, spread=1.0)
     query = np.asarray([0.4, -0.3])
     stats = build(x, ids)
-    for seed, variant in enumerate(VARIANTS):
+    runs = [(variant, True) for variant in VARIANTS] + [("sd", False)]
+    for seed, (variant, sequential) in enumerate(runs):
         logits = ks.cluster_logits(stats, query, variant, 1.0)
-        items, log_q = ks.two_level_sample(jax.random.key(seed), stats, logits, x, query, 1.0,
-                                           20_000)
+        items, log_q = draw(jax.random.key(seed), stats, logits, query, 20_000, sequential)
         assert items.dtype == jnp.int32
         table, items = np.asarray(enumerate_all(stats, x, ids, query, variant)), np.asarray(items)
         np.testing.assert_allclose(log_q, table[items], atol=1e-12)
@@ -170,8 +179,7 @@ def test_empty_clusters_never_sampled(x64):
     for variant in VARIANTS:
         logits = ks.cluster_logits(stats, query, variant, 1.0)
         assert np.isneginf(np.asarray(logits)[2])
-        items, log_q = ks.two_level_sample(jax.random.key(6), stats, logits, x, query, 1.0,
-                                           20_000)
+        items, log_q = draw(jax.random.key(6), stats, logits, query, 20_000)
         assert np.all(np.isfinite(np.asarray(log_q)))
         assert 2 not in set(ids[np.asarray(items)].tolist())
         total = np.exp(np.asarray(enumerate_all(stats, x, ids, query, variant))).sum()
@@ -205,15 +213,34 @@ def test_kmeans_objective_non_increasing_and_chunked_equals_dense(x64):
     for out in history:  # centres are the means of the returned partition; J >= its own SS
         assert int(out.num_iterations) <= 8
         assert float(out.objective) >= _objective(points, out.assignment, 4) - 1e-9
-    dense = kmeans(key, points, 4, 8, 0.0, chunk_size=None)
-    np.testing.assert_array_equal(dense.assignment, history[-1].assignment)
-    np.testing.assert_allclose(dense.centres, history[-1].centres, atol=1e-10)
+    # the only chunk-dependent step, the assignment, is the same chunked or dense
+    centres, origin = history[-2].centres, points.mean(0)  # what the 8th assignment saw
+    nearest = jax.jit(ks._nearest, static_argnums=3)
+    chunked, dense = nearest(points, centres, origin, 32), nearest(points, centres, origin, None)
+    np.testing.assert_array_equal(chunked[0], dense[0])
+    np.testing.assert_allclose(chunked[1], dense[1], rtol=1e-12)
+    np.testing.assert_array_equal(chunked[0], history[-1].assignment)
     # random seeding with mini-batch steps lands near the Lloyd optimum on separated clusters
     lloyd = kmeans(key, points, 4, 200, 1e-8, chunk_size=32)
     assert bool(lloyd.converged) and int(lloyd.num_iterations) < 200
     minibatch = kmeans(key, points, 4, 200, 1e-5, init="random", batch_size=64, chunk_size=32)
     assert bool(minibatch.converged) and int(minibatch.num_iterations) < 200
     assert float(minibatch.objective) <= 1.5 * float(lloyd.objective)
+
+
+def test_split_cuts_balanced_slabs_along_the_principal_axis(x64):
+    rng = np.random.default_rng(11)
+    t = rng.uniform(-5, 5, 23)  # cluster 0: a long thin cloud along (1, 1); cluster 1: 1 item
+    x = np.r_[np.c_[t + 0.1 * rng.standard_normal(23), t + 0.1 * rng.standard_normal(23)],
+              [[9.0, -9.0]]]
+    ids = np.r_[np.zeros(23, np.int32), 1]
+    new, total = ks.split_clusters(x, ids, 2, 5)
+    new = np.asarray(new)
+    assert int(total) == 6 and new[-1] == 5  # ceil(23 / 5) = 5 pieces, then the singleton
+    assert sorted(np.bincount(new[:-1]).tolist()) == [4, 4, 5, 5, 5]
+    order = [t[new[:-1] == p] for p in range(5)]  # consecutive slabs along the long axis
+    assert all(a.max() < b.min() for a, b in zip(order, order[1:], strict=False)) or \
+        all(a.min() > b.max() for a, b in zip(order, order[1:], strict=False))
 
 
 def test_sampled_softmax_logits_remove_accidental_hits(x64):
