@@ -331,7 +331,8 @@ def _run(key, state, beta, radius, initial_angle, min_angle, objective, num_iter
         decoded = points if radius is None else points * radius
         values = jnp.asarray(objective(decoded), dtype).reshape(batch_size)
         before = state.best_y
-        state = _tell(state, points, values)
+        state = (_tell_one(state, points[0], values[0]) if batch_size == 1
+                 else _tell(state, points, values))
         finite = jnp.isfinite(values)
         best_now = jnp.max(jnp.where(finite, values, -jnp.inf))
         improved = best_now > before + 1e-3 * jnp.abs(before)
