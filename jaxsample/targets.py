@@ -35,8 +35,12 @@ __all__ = [
     "BayesianLogisticRegression",
     "DoubleWell4",
     "Funnel",
+    "GMM9",
     "Gaussian",
     "GaussianMixture",
+    "ManyWell",
+    "MoG40",
+    "TiltedDoubleWell",
 ]
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -424,3 +428,279 @@ class BayesianLogisticRegression(eqx.Module):
         lppd = jnp.mean(y * log_p1 + (1 - y) * log_p0)
         accuracy = jnp.mean(((log_p1 > log_p0).astype(y.dtype) == y).astype(y.dtype))
         return lppd, accuracy
+
+
+# ---------------------------------------------------------------------------------------------
+# multimodal family with known answers (mode weights, normalisers, exact draws)
+
+
+def _tabulate_1d(log_density_fn, lower: float, upper: float, num: int = 20001):
+    """A 1-D density on a fine grid: ``(grid, log normaliser, CDF)`` (trapezoid rule, float64).
+
+    The trapezoid rule on this grid is accurate to ~1e-9 relative for the smooth wells here.
+    """
+    grid = np.linspace(lower, upper, num)
+    log_f = log_density_fn(grid)
+    peak = log_f.max()
+    f = np.exp(log_f - peak)
+    dx = grid[1] - grid[0]
+    cells = 0.5 * (f[1:] + f[:-1]) * dx
+    cdf = np.concatenate([[0.0], np.cumsum(cells)])
+    mass = cdf[-1]
+    return grid, float(peak) + math.log(mass), cdf / mass
+
+
+def _inverse_cdf(key, grid, cdf, shape, dtype):
+    """Draws by inverting the tabulated CDF (linear interpolation; CDF error ~1e-9)."""
+    u = jax.random.uniform(key, shape, cdf.dtype)
+    return jnp.interp(u, cdf, grid).astype(dtype)
+
+
+def _bisect(fn, lo: float, hi: float) -> float:
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.sign(fn(mid)) == np.sign(fn(lo)):
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+class TiltedDoubleWell(eqx.Module):
+    r"""1-D tilted double well ``π(x) ∝ exp(−V(x)/T)``, ``V(x) = h(x² − 1)² + c·x``.
+
+    ``h`` is the barrier height of the untilted well (saddle at 0, minima at ±1, ``V″ = 8h`` and
+    ``−4h``), ``c`` tilts it (``c > 0`` favours the left well), ``T`` is the temperature: the
+    barrier-to-temperature ratio ``h/T`` sets the exponentially slow mixing of local samplers.
+    Everything is exact up to quadrature on a 20 001-point grid: the normaliser
+    (``logdensity`` is normalised), ``mode_weights`` (left, right of the saddle), the critical
+    points (:attr:`minima`, :attr:`saddle`, by bisection) and draws (inverse CDF).
+
+    Args:
+        barrier: ``h > 0``.
+        tilt: ``c`` with ``|c| < 8h/(3√3)`` (two minima survive).
+        temperature: ``T > 0``.
+
+    Example:
+        >>> t = TiltedDoubleWell(barrier=1.0, tilt=0.0, temperature=0.25)
+        >>> [round(float(w), 6) for w in t.mode_weights]
+        [0.5, 0.5]
+    """
+
+    barrier: float = eqx.field(static=True)
+    tilt: float = eqx.field(static=True)
+    temperature: float = eqx.field(static=True)
+    log_normalizer: float = eqx.field(static=True)
+    minima: tuple = eqx.field(static=True)
+    saddle: float = eqx.field(static=True)
+    mode_weights_: tuple = eqx.field(static=True)
+    _grid: jax.Array
+    _cdf: jax.Array
+    normalized = True
+    dim = 1
+
+    def __init__(self, barrier: float = 1.0, tilt: float = 0.0, temperature: float = 0.25):
+        self.barrier, self.tilt, self.temperature = float(barrier), float(tilt), float(temperature)
+        if not self.barrier > 0 or not self.temperature > 0:
+            raise ValueError(f"barrier and temperature must be > 0, got {self.barrier}, "
+                             f"{self.temperature}")
+        if not abs(self.tilt) < 8 * self.barrier / (3 * math.sqrt(3)):
+            raise ValueError(f"tilt must satisfy |tilt| < 8 barrier / (3 sqrt 3) (two wells), got "
+                             f"{self.tilt}")
+
+        def dv(x):
+            return 4 * self.barrier * x * (x * x - 1) + self.tilt
+
+        edge = 1 / math.sqrt(3)
+        self.minima = (_bisect(dv, -2.0, -edge), _bisect(dv, edge, 2.0))
+        self.saddle = _bisect(dv, -edge, edge)
+        width = 2.0 + 12.0 * math.sqrt(self.temperature / self.barrier)
+        grid, self.log_normalizer, cdf = _tabulate_1d(
+            lambda x: -self._potential_np(x) / self.temperature, -width, width)
+        left = float(np.interp(self.saddle, grid, cdf))
+        self.mode_weights_ = (left, 1.0 - left)
+        self._grid, self._cdf = jnp.asarray(grid), jnp.asarray(cdf)
+
+    def _potential_np(self, x):
+        return self.barrier * (x * x - 1) ** 2 + self.tilt * x
+
+    def potential(self, x):
+        """``V(x)`` of one point ``(1,)`` (or of an array of scalars, elementwise)."""
+        return self.barrier * (x * x - 1) ** 2 + self.tilt * x
+
+    def logdensity(self, x):
+        x = _as_point(x, 1)
+        return -self.potential(x[0]) / self.temperature - self.log_normalizer
+
+    def score(self, x):
+        return jax.grad(self.logdensity)(x)
+
+    def sample(self, key, n: int):
+        return _inverse_cdf(key, self._grid, self._cdf, (n, 1), jnp.asarray(1.0).dtype)
+
+    @property
+    def mode_weights(self):
+        """``(2,)`` mass left and right of the saddle."""
+        return jnp.asarray(self.mode_weights_)
+
+    def assign_mode(self, x):
+        """Mode label (0 left, 1 right of the saddle) of each row of ``x (n, 1)``."""
+        return (x[:, 0] > self.saddle).astype(jnp.int32)
+
+    @property
+    def hessians(self):
+        """``(V″(left min), V″(right min), V″(saddle))``, for :func:`kramers_rate`."""
+        return tuple(4 * self.barrier * (3 * x * x - 1) for x in (*self.minima, self.saddle))
+
+
+class _MixtureTarget(eqx.Module):
+    """A Gaussian mixture whose components are the modes (delegates to :class:`GaussianMixture`)."""
+
+    mixture: GaussianMixture
+
+    @property
+    def dim(self) -> int:
+        return self.mixture.dim
+
+    normalized = True
+
+    def logdensity(self, x):
+        return self.mixture.logdensity(x)
+
+    def score(self, x):
+        return self.mixture.score(x)
+
+    def sample(self, key, n: int):
+        return self.mixture.sample(key, n)
+
+    @property
+    def mean(self):
+        return self.mixture.mean
+
+    @property
+    def cov(self):
+        return self.mixture.cov
+
+    @property
+    def mode_weights(self):
+        """``(K,)`` component weights (the mass of each mode)."""
+        return self.mixture.weights
+
+    def assign_mode(self, x):
+        """Most probable component of each row of ``x (n, dim)`` (the mode it belongs to)."""
+        return jnp.argmax(jax.vmap(self.mixture.component_logdensities)(x), axis=1)
+
+
+class GMM9(_MixtureTarget):
+    """GMM9: nine equal Gaussians ``N(μ, std² I)`` on the 3 × 3 grid ``{−s, 0, s}²`` (2-D).
+
+    Args:
+        spacing: ``s``, the distance between neighbouring means (default 5).
+        std: component standard deviation (default 1; ``s/std`` sets the barrier).
+
+    Example:
+        >>> t = GMM9()
+        >>> t.mode_weights.shape, t.sample(jax.random.key(0), 4).shape
+        ((9,), (4, 2))
+    """
+
+    def __init__(self, spacing: float = 5.0, std: float = 1.0):
+        axis = np.array([-spacing, 0.0, spacing])
+        means = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(9, 2)
+        self.mixture = GaussianMixture(jnp.asarray(means, jnp.float32), std)
+
+
+class MoG40(_MixtureTarget):
+    """MoG-40 (Midgley et al., 2023): 40 equal 2-D Gaussians, means uniform in ``[−40, 40]²``.
+
+    Means drawn with ``numpy.random.default_rng(seed)``; identity covariances by default
+    (``std = 1``).
+
+    Example:
+        >>> MoG40().mode_weights.shape
+        (40,)
+    """
+
+    def __init__(self, seed: int = 0, std: float = 1.0, bound: float = 40.0):
+        means = np.random.default_rng(seed).uniform(-bound, bound, (40, 2))
+        self.mixture = GaussianMixture(jnp.asarray(means, jnp.float32), std)
+
+
+class ManyWell(eqx.Module):
+    r"""ManyWell (Midgley et al., 2023): a product of ``m = dim/2`` 2-D double wells, 2^m modes.
+
+    ``log π̃(x) = Σ_{j} [−x_{2j}⁴ + 6x_{2j}² + ½x_{2j} − ½x_{2j+1}²]``. The normaliser is exact
+    by 1-D quadrature, ``log Z = m (log Z₁ + ½ log 2π)``, and ``logdensity`` is normalised. Each
+    well's first coordinate has two modes split at the saddle ``x* ≈ −0.042`` with weights
+    :attr:`well_weights` (right ≈ 0.844: the tilt ½x favours it); a mode is the sign pattern of the
+    ``m`` first coordinates, its weight the product of the per-well weights. Exact draws: the
+    first coordinates by inverse CDF, the second ones Gaussian.
+
+    Args:
+        dim: even, ``>= 2`` (32 in the benchmark literature: 65 536 modes).
+
+    Example:
+        >>> t = ManyWell(dim=4)
+        >>> t.mode_weights.shape, round(float(t.mode_weights.sum()), 6)
+        ((4,), 1.0)
+    """
+
+    dim: int = eqx.field(static=True)
+    log_normalizer: float = eqx.field(static=True)
+    saddle: float = eqx.field(static=True)
+    well_weights_: tuple = eqx.field(static=True)
+    _grid: jax.Array
+    _cdf: jax.Array
+    normalized = True
+
+    def __init__(self, dim: int = 32):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
+            raise ValueError(f"dim must be an even int >= 2, got {dim}")
+        self.dim = dim
+        self.saddle = _bisect(lambda x: -4 * x**3 + 12 * x + 0.5, -0.5, 0.5)
+        grid, log_z1, cdf = _tabulate_1d(lambda x: -x**4 + 6 * x**2 + 0.5 * x, -5.0, 5.0)
+        left = float(np.interp(self.saddle, grid, cdf))
+        self.log_normalizer = dim // 2 * (log_z1 + 0.5 * _LOG_2PI)
+        self.well_weights_ = (left, 1.0 - left)
+        self._grid, self._cdf = jnp.asarray(grid), jnp.asarray(cdf)
+
+    @property
+    def num_wells(self) -> int:
+        return self.dim // 2
+
+    def logdensity(self, x):
+        x = _as_point(x, self.dim).reshape(-1, 2)
+        a, b = x[:, 0], x[:, 1]
+        return jnp.sum(-a**4 + 6 * a**2 + 0.5 * a - 0.5 * b**2) - self.log_normalizer
+
+    def score(self, x):
+        return jax.grad(self.logdensity)(x)
+
+    def sample(self, key, n: int):
+        key_a, key_b = jax.random.split(key)
+        dtype = jnp.asarray(1.0).dtype
+        a = _inverse_cdf(key_a, self._grid, self._cdf, (n, self.num_wells), dtype)
+        b = jax.random.normal(key_b, (n, self.num_wells), dtype)
+        return jnp.stack([a, b], axis=-1).reshape(n, self.dim)
+
+    @property
+    def well_weights(self):
+        """``(2,)`` mass of one well's first coordinate left and right of the saddle."""
+        return jnp.asarray(self.well_weights_)
+
+    @property
+    def mode_weights(self):
+        """``(2^m,)`` weights of the sign patterns, mode index ``Σ_j 2^j 1[x_{2j} > x*]``.
+
+        Built for ``m <= 20`` (a million modes); use :attr:`well_weights` beyond.
+        """
+        if self.num_wells > 20:
+            raise ValueError(f"mode_weights has 2^{self.num_wells} entries; use well_weights")
+        bits = (np.arange(2**self.num_wells)[:, None] >> np.arange(self.num_wells)) & 1
+        w = np.asarray(self.well_weights_)
+        return jnp.asarray(np.prod(w[bits], axis=1))
+
+    def assign_mode(self, x):
+        """Mode index of each row of ``x (n, dim)`` (see :attr:`mode_weights`)."""
+        right = (x[:, 0::2] > self.saddle).astype(jnp.int32)
+        return jnp.sum(right << jnp.arange(self.num_wells, dtype=jnp.int32)[None, :], axis=1)

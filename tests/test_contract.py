@@ -18,6 +18,7 @@ from contract import decision_bo  # noqa: E402
 from contract import diffusion_shs  # noqa: E402
 from contract import diffusion_vmf  # noqa: E402
 from contract import gaussian_resolvent  # noqa: E402
+from contract import mcmc_stopping  # noqa: E402
 from contract import particles_etd  # noqa: E402
 from contract import particles_mmsold  # noqa: E402
 from contract import risk_best_of_n  # noqa: E402
@@ -33,6 +34,7 @@ _MODULES = [
     diffusion_shs,
     diffusion_vmf,
     gaussian_resolvent,
+    mcmc_stopping,
     particles_etd,
     particles_mmsold,
     risk_best_of_n,

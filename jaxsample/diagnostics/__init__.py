@@ -2,9 +2,11 @@
 
 - :mod:`~jaxsample.diagnostics.distances` — :func:`energy_distance`, :func:`mmd`,
   :func:`sliced_wasserstein`, :func:`damv`;
-- :mod:`~jaxsample.diagnostics.chains` — :func:`rhat`, :func:`ess` (checked against ArviZ).
+- :mod:`~jaxsample.diagnostics.chains` — :func:`rhat`, :func:`ess` (checked against ArviZ);
+- :mod:`~jaxsample.diagnostics.mixing` — spectral gap, MFPT, Kramers rate, first-passage steps.
 """
 
+from jaxsample.diagnostics import mixing as mixing
 from jaxsample.diagnostics.chains import ess as ess
 from jaxsample.diagnostics.chains import rhat as rhat
 from jaxsample.diagnostics.distances import damv as damv
@@ -12,4 +14,4 @@ from jaxsample.diagnostics.distances import energy_distance as energy_distance
 from jaxsample.diagnostics.distances import mmd as mmd
 from jaxsample.diagnostics.distances import sliced_wasserstein as sliced_wasserstein
 
-__all__ = ["damv", "energy_distance", "ess", "mmd", "rhat", "sliced_wasserstein"]
+__all__ = ["damv", "energy_distance", "ess", "mixing", "mmd", "rhat", "sliced_wasserstein"]

@@ -1,6 +1,45 @@
 """MCMC wrappers and base kernels: learned trajectory termination.
 
-Methods land here as modules, each re-exported below.
+- :mod:`~jaxsample.mcmc.stopping` — :func:`adaptive_stop`, :func:`sample_until_stopped`,
+  :func:`optimal_stop_tabular`, :func:`terminal_law`, :func:`train_stopping`;
+- :mod:`~jaxsample.mcmc.baselines` — the base and contrast kernels :func:`mala` and
+  :func:`parallel_tempering`.
 """
 
-__all__: list[str] = []
+from jaxsample.mcmc.baselines import MALAInfo as MALAInfo
+from jaxsample.mcmc.baselines import MALAState as MALAState
+from jaxsample.mcmc.baselines import TemperingInfo as TemperingInfo
+from jaxsample.mcmc.baselines import TemperingState as TemperingState
+from jaxsample.mcmc.baselines import mala as mala
+from jaxsample.mcmc.baselines import parallel_tempering as parallel_tempering
+from jaxsample.mcmc.stopping import StopInfo as StopInfo
+from jaxsample.mcmc.stopping import StoppingNet as StoppingNet
+from jaxsample.mcmc.stopping import StopState as StopState
+from jaxsample.mcmc.stopping import StopStepInfo as StopStepInfo
+from jaxsample.mcmc.stopping import TrainInfo as TrainInfo
+from jaxsample.mcmc.stopping import adaptive_stop as adaptive_stop
+from jaxsample.mcmc.stopping import optimal_stop_tabular as optimal_stop_tabular
+from jaxsample.mcmc.stopping import poisson_td_loss as poisson_td_loss
+from jaxsample.mcmc.stopping import sample_until_stopped as sample_until_stopped
+from jaxsample.mcmc.stopping import terminal_law as terminal_law
+from jaxsample.mcmc.stopping import train_stopping as train_stopping
+
+__all__ = [
+    "MALAInfo",
+    "MALAState",
+    "StopInfo",
+    "StopState",
+    "StopStepInfo",
+    "StoppingNet",
+    "TemperingInfo",
+    "TemperingState",
+    "TrainInfo",
+    "adaptive_stop",
+    "mala",
+    "optimal_stop_tabular",
+    "parallel_tempering",
+    "poisson_td_loss",
+    "sample_until_stopped",
+    "terminal_law",
+    "train_stopping",
+]

@@ -1,0 +1,213 @@
+"""Learned trajectory termination: exact tabular identities, the wrapper, the learned classifier.
+
+The contract registry (tests/contract/mcmc_stopping.py) covers dtypes, jit, vmap over keys, the
+traced step size and bad input; this file holds what is specific to stopped chains.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+import jaxsample
+from jaxsample.mcmc import (
+    adaptive_stop,
+    mala,
+    optimal_stop_tabular,
+    sample_until_stopped,
+    terminal_law,
+    train_stopping,
+)
+
+N = 10
+
+
+def _bimodal_pi(n=N):
+    x = np.arange(n)
+    log_pi = np.logaddexp(-((x - 2) ** 2) / 2.0, -((x - 7) ** 2) / 2.0 + np.log(0.6))
+    pi = np.exp(log_pi)
+    return pi / pi.sum()
+
+
+def _metropolis(pi, neighbours):
+    """MH with a uniform proposal over ``neighbours(i)`` (symmetric), π-reversible."""
+    n = pi.shape[0]
+    k = np.zeros((n, n))
+    for i in range(n):
+        for j in neighbours(i, n):
+            k[i, j] = min(1.0, pi[j] / pi[i]) / len(neighbours(i, n))
+        k[i, i] = 1.0 - k[i].sum()
+    return k
+
+
+def _local(i, n):
+    return [j for j in (i - 1, i + 1) if 0 <= j < n] if 0 < i < n - 1 else [1 if i == 0 else
+                                                                            n - 2, i]
+
+
+def _ring(i, n):
+    return [(i - 1) % n, (i + 1) % n]
+
+
+def _global(i, n):
+    return [j for j in range(n) if j != i]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    with jax.enable_x64(True):
+        pi = _bimodal_pi()
+        reversible = _metropolis(pi, _ring)
+        biased = 0.6 * reversible + 0.4 * np.roll(np.eye(N), 1, axis=1)  # πK != π
+        p0 = np.zeros(N)
+        p0[4:6] = 0.5
+        yield pi, reversible, biased, p0
+
+
+@pytest.mark.parametrize("which", ["reversible", "biased"])
+def test_optimal_classifier_is_exact_and_minimal(problem, which, x64):
+    pi, reversible, biased, p0 = problem
+    k = reversible if which == "reversible" else biased
+    if which == "biased":
+        assert np.abs(pi @ k - pi).max() > 1e-2  # the kernel does not leave π invariant
+    sigma, occupation, length = optimal_stop_tabular(k, p0, pi)
+    terminal, occ, length_direct = terminal_law(k, p0, sigma)
+    np.testing.assert_allclose(terminal, pi, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(occ, occupation, rtol=1e-11)
+    # E[L] = ΣG − 1 equals Σ G(1 − σ) and the terminal law's own count
+    np.testing.assert_allclose(length, np.sum(occupation * (1 - sigma)), rtol=1e-12)
+    np.testing.assert_allclose(length, length_direct, rtol=1e-12)
+    assert float(np.max(sigma)) == pytest.approx(1.0, abs=1e-14)
+    assert np.all((sigma >= 0) & (sigma <= 1))
+    # minimality: G* + t·π_K (t > 0) is also exact but strictly longer
+    stationary = np.linalg.solve((np.eye(N) - k + 1.0).T, np.ones(N))
+    wider = occupation + 0.5 * stationary
+    sigma_wide = pi / wider
+    terminal_wide, _, length_wide = terminal_law(k, p0, sigma_wide)
+    np.testing.assert_allclose(terminal_wide, pi, atol=1e-13)
+    assert float(length_wide) > float(length) + 0.4
+
+
+def test_poisson_cross_check_and_sanity_cases(problem, x64):
+    pi, k, _, p0 = problem
+    sigma, _, _ = optimal_stop_tabular(k, p0, pi)
+    # reversible: (I − K)h = p0/π − 1, min h = 1, σ* = 1/h (least squares: the system is singular)
+    h = np.linalg.lstsq(np.eye(N) - k, p0 / pi - 1, rcond=None)[0]
+    h = h - h.min() + 1
+    np.testing.assert_allclose(sigma, 1 / h, rtol=1e-9)
+    # p0 = π needs no move
+    sigma_pi, _, length_pi = optimal_stop_tabular(k, pi, pi)
+    np.testing.assert_allclose(sigma_pi, 1.0, atol=1e-12)
+    assert abs(float(length_pi)) < 1e-12
+    # σ ≡ 1 returns p0; constant σ = s: E[L] = (1 − s)/s, p_T = s p0 (I − (1 − s)K)^{-1}
+    terminal, _, length = terminal_law(k, p0, np.ones(N))
+    np.testing.assert_allclose(terminal, p0, atol=1e-15)
+    assert float(length) == 0.0
+    s = 0.3
+    terminal, _, length = terminal_law(k, p0, np.full(N, s))
+    np.testing.assert_allclose(length, (1 - s) / s, rtol=1e-12)
+    np.testing.assert_allclose(terminal, s * np.linalg.solve((np.eye(N) - (1 - s) * k).T, p0),
+                               rtol=1e-11)
+
+
+def _tabular_chain(k):
+    log_k = jnp.log(jnp.asarray(k))
+
+    def step(key, i):
+        return jax.random.categorical(key, log_k[i]).astype(jnp.int32), ()
+
+    return jaxsample.SamplingAlgorithm(lambda i: i, step)
+
+
+def test_monte_carlo_terminal_law_and_length(problem, x64):
+    """σ* on the biased chain: terminal histogram ~ π (χ², p = 1e-3), mean length z-test."""
+    pi, _, k, p0 = problem
+    sigma, occupation, length = optimal_stop_tabular(k, p0, pi)
+    sigma = jnp.asarray(sigma)
+    wrapped = adaptive_stop(_tabular_chain(k), lambda i: sigma[i], max_steps=2000)
+    n = 2000
+    start = jax.random.choice(jax.random.key(1), N, (n,), p=jnp.asarray(p0)).astype(jnp.int32)
+    states, info = sample_until_stopped(jax.random.key(2), wrapped, start)
+    assert not bool(info.truncated.any()) and not bool(info.nonfinite.any())
+    counts = np.bincount(np.asarray(states), minlength=N)
+    _, p_value = stats.chisquare(counts, n * pi)
+    assert p_value > 1e-3
+    lengths = np.asarray(info.lengths, np.float64)
+    z = (lengths.mean() - float(length)) / (lengths.std(ddof=1) / np.sqrt(n))
+    assert abs(z) < 3.3  # two-sided p ≈ 1e-3
+
+
+def _gaussian(x):
+    return -0.5 * jnp.sum(x * x)
+
+
+def test_vmap_equals_per_chain_loop_and_geometric_lengths():
+    """fold_in keys make the batch a per-chain loop; constant σ gives Geometric lengths."""
+    s, cap = 0.25, 12
+    wrapped = adaptive_stop(mala(_gaussian, step_size=0.4), lambda x: s, max_steps=cap)
+    n = 3000
+    x0 = jax.random.normal(jax.random.key(3), (n, 2))
+    key = jax.random.key(4)
+    positions, info = sample_until_stopped(key, wrapped, x0)
+    step, init = jax.jit(wrapped.step), jax.jit(wrapped.init)
+    for i, chain_key in enumerate(jax.random.split(key, n)[:5]):
+        state = init(x0[i])
+        moves, t = [], 0
+        while not bool(state.done):
+            before = state.inner.position
+            state, step_info = step(jax.random.fold_in(chain_key, t), state)
+            moved = bool(step_info.moved)
+            assert moved or bool(jnp.all(state.inner.position == before))
+            moves.append(moved)
+            t += 1
+        np.testing.assert_array_equal(positions[i], state.inner.position)
+        assert int(info.lengths[i]) == int(state.length) == sum(moves)
+        assert bool(info.truncated[i]) == bool(state.truncated)
+        assert bool(state.truncated) == (int(state.length) == cap and not bool(step_info.stopped))
+    # lengths: L ~ Geometric(s) on {0, 1, ...} truncated at cap; χ² over the cap's cells
+    lengths = np.asarray(info.lengths)
+    assert np.all(np.asarray(info.truncated) <= (lengths == cap))
+    expected = s * (1 - s) ** np.arange(cap)
+    expected = np.append(expected, 1 - expected.sum())  # P(L = cap), stopped or truncated
+    counts = np.bincount(lengths, minlength=cap + 1)
+    _, p_value = stats.chisquare(counts, len(lengths) * expected)
+    assert p_value > 1e-3
+    # a truncated chain is flagged, never silently returned as a terminal draw
+    truncated_fraction = float(info.truncated.mean())
+    assert truncated_fraction == pytest.approx((1 - s) ** (cap + 1), abs=4 * np.sqrt(
+        (1 - s) ** (cap + 1) / len(lengths)))
+
+
+class _Table(eqx.Module):
+    raw: jax.Array
+
+    def __call__(self, i):
+        return self.raw[i]
+
+
+def test_learned_table_classifier_converges_to_optimal(x64):
+    """A table σ_θ trained by the Poisson/TD + minimal-flow loss reaches σ* of the tabular solver.
+
+    Fast-mixing (global-proposal) MH so that the residual minimisation is well conditioned; the
+    remaining error is the flow penalty's bias (μ = 1e-3) and the optimiser's noise, about 0.02
+    on this problem, checked at 0.05.
+    """
+    pi = _bimodal_pi(8)
+    k = _metropolis(pi, _global)
+    p0 = np.ones(8)
+    p0[2:6] = 3.0
+    p0 /= p0.sum()
+    sigma_star, _, _ = optimal_stop_tabular(k, p0, pi)
+    log_pi, log_p0 = jnp.log(jnp.asarray(pi)), jnp.log(jnp.asarray(p0))
+    start = jax.random.choice(jax.random.key(0), 8, (64,), p=jnp.asarray(p0)).astype(jnp.int32)
+    net, info = train_stopping(
+        jax.random.key(1), _tabular_chain(k), lambda i: log_pi[i], lambda i: log_p0[i], start,
+        model=_Table(jnp.zeros(8)), num_steps=1500, pool_steps=20, batch_size=128,
+        optimizer=optax.adam(optax.cosine_decay_schedule(0.1, 1500)), flow_penalty=1e-3)
+    assert not bool(info.nonfinite)
+    learned = jax.vmap(net)(jnp.arange(8))
+    np.testing.assert_allclose(learned, sigma_star, atol=0.05)
+    assert abs(float(net.log_z)) < 0.05  # π is normalised: log Z = 0 is identified

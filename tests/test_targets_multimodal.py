@@ -1,0 +1,70 @@
+"""The multimodal target family: normalisers, mode weights and exact draws."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from jaxsample.targets import GMM9, ManyWell, MoG40, TiltedDoubleWell
+
+
+def test_tilted_double_well(x64):
+    target = TiltedDoubleWell(barrier=1.0, tilt=0.3, temperature=0.2)
+    density = lambda x: float(jnp.exp(target.logdensity(jnp.array([x]))))  # noqa: E731
+    total, _ = integrate.quad(density, -4, 4, points=[target.saddle], limit=200)
+    left, _ = integrate.quad(density, -4, target.saddle, limit=200)
+    assert total == pytest.approx(1.0, abs=1e-8)
+    np.testing.assert_allclose(target.mode_weights, [left, 1 - left], atol=1e-8)
+    for point, curvature in zip((*target.minima, target.saddle), target.hessians, strict=True):
+        grad = jax.grad(lambda z: target.potential(z))(point)
+        assert abs(float(grad)) < 1e-10
+        np.testing.assert_allclose(jax.grad(jax.grad(target.potential))(point), curvature)
+    x = target.sample(jax.random.key(0), 20000)
+    counts = np.bincount(np.asarray(target.assign_mode(x)), minlength=2)
+    _, p_value = stats.chisquare(counts, 20000 * np.asarray(target.mode_weights))
+    assert p_value > 1e-3
+    cdf = lambda z: integrate.quad(density, -4, z, limit=200)[0]  # noqa: E731
+    grid = np.linspace(-1.6, 1.4, 7)
+    empirical = np.mean(np.asarray(x)[:, 0][:, None] <= grid[None, :], axis=0)
+    exact = np.array([cdf(g) for g in grid])
+    # DKW bound at p = 1e-3: sup |F_n − F| <= sqrt(log(2/p) / 2n)
+    assert np.max(np.abs(empirical - exact)) < np.sqrt(np.log(2e3) / (2 * 20000))
+
+
+def test_many_well(x64):
+    target = ManyWell(dim=4)
+    one, _ = integrate.quad(lambda a: np.exp(-a**4 + 6 * a**2 + 0.5 * a), -6, 6)
+    np.testing.assert_allclose(target.log_normalizer, 2 * (np.log(one) + 0.5 * np.log(2 * np.pi)),
+                               rtol=1e-10)
+    right, _ = integrate.quad(lambda a: np.exp(-a**4 + 6 * a**2 + 0.5 * a), target.saddle, 6)
+    np.testing.assert_allclose(target.well_weights[1], right / one, rtol=1e-8)
+    weights = np.asarray(target.mode_weights)
+    assert weights.shape == (4,) and weights.sum() == pytest.approx(1.0, abs=1e-12)
+    x = target.sample(jax.random.key(1), 20000)
+    counts = np.bincount(np.asarray(target.assign_mode(x)), minlength=4)
+    _, p_value = stats.chisquare(counts, 20000 * weights)
+    assert p_value > 1e-3
+    # second coordinates are standard normal: variance 1 within its sampling error
+    second = np.asarray(x)[:, 1::2]
+    assert abs(second.var() - 1) < 4 * np.sqrt(2 / second.size)
+    np.testing.assert_allclose(target.score(x[0]), jax.grad(target.logdensity)(x[0]))
+
+
+@pytest.mark.parametrize("cls", [GMM9, MoG40])
+def test_mixtures_mode_weights(cls):
+    target = cls()
+    weights = np.asarray(target.mode_weights)
+    x = target.sample(jax.random.key(2), 9000)
+    counts = np.bincount(np.asarray(target.assign_mode(x)), minlength=weights.shape[0])
+    _, p_value = stats.chisquare(counts, 9000 * weights)
+    assert p_value > 1e-3
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="tilt"):
+        TiltedDoubleWell(barrier=1.0, tilt=2.0)
+    with pytest.raises(ValueError, match="temperature"):
+        TiltedDoubleWell(temperature=0.0)
+    with pytest.raises(ValueError, match="dim"):
+        ManyWell(dim=3)
