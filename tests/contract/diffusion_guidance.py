@@ -1,0 +1,95 @@
+"""Contract entry: guided VP diffusion (``jaxsample.diffusion.guidance``), DDIM with TAG.
+
+Tiny configuration: a 2-component mixture in d = 2 with its exact ε-predictor and Bayes time
+predictor, classifier guidance plus TAG, 3 steps, 4 samples; the traced hyper-parameter is ω.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from contract import KEY, BadInput, Entry
+from jaxsample.diffusion import guidance
+
+NUM_STEPS = 3
+
+
+def _setup(dtype):
+    prior = guidance.GaussianMixturePrior(jnp.array([0.5, 0.5], dtype),
+                                          jnp.array([[1.0, 0.0], [-1.0, 0.0]], dtype),
+                                          jnp.array([0.1, 0.2], dtype))
+    schedule = guidance.VPSchedule("cosine")
+    x_T = jax.random.normal(jax.random.key(1), (4, 2), dtype)
+    return prior, schedule, x_T
+
+
+def _terms(prior, schedule, omega):
+    return [guidance.classifier_guidance(prior.classifier(schedule, 0), 2.0),
+            guidance.tag(prior.time_predictor(schedule, guidance.time_grid(NUM_STEPS)), omega)]
+
+
+def _sample(dtype):
+    prior, schedule, x_T = _setup(dtype)
+    terms = _terms(prior, schedule, 1.0)
+    return lambda key: guidance.ddim_sample(key, prior.eps_model(schedule), schedule, x_T,
+                                            num_steps=NUM_STEPS, eta=0.5, guidance=terms)
+
+
+def _hyper(dtype):
+    prior, schedule, x_T = _setup(dtype)
+    return lambda key, h: guidance.ddim_sample(key, prior.eps_model(schedule), schedule, x_T,
+                                               num_steps=NUM_STEPS, eta=0.5,
+                                               guidance=_terms(prior, schedule, h))
+
+
+def _call(sampler="ddim", eps_fn=None, x_T=None, **kwargs):
+    prior, schedule, default_x = _setup(jnp.float32)
+    eps_fn = prior.eps_model(schedule) if eps_fn is None else eps_fn
+    x_T = default_x if x_T is None else x_T
+    settings = dict(num_steps=2)
+    settings.update(kwargs)
+    if sampler == "ndtm":
+        cost = guidance.fiber_cost(lambda x: x[:1], np.zeros(2, np.float32))
+        return guidance.ndtm_sample(KEY, eps_fn, schedule, x_T, cost, **settings)
+    return guidance.ddim_sample(KEY, eps_fn, schedule, x_T, **settings)
+
+
+def _predictor():
+    prior, schedule, _ = _setup(jnp.float32)
+    return prior.time_predictor(schedule, guidance.time_grid(5))
+
+
+ENTRIES = [
+    Entry(
+        name="diffusion.guidance",
+        module="jaxsample.diffusion.guidance",
+        build=_sample,
+        hyper=_hyper,
+        hyper_values=(0.5, 2.0),
+        bad_inputs=(
+            BadInput(lambda: guidance.VPSchedule("cosine", alpha_bar_end=1.5), ValueError,
+                     "alpha_bar_end"),
+            BadInput(lambda: guidance.VPSchedule("table", alpha_bar=[0.5, 1.2]), ValueError,
+                     "alpha_bar"),
+            BadInput(lambda: guidance.VPSchedule("linear", beta_min=2.0, beta_max=1.0),
+                     ValueError, "beta_max"),
+            BadInput(lambda: guidance.VPSchedule("quadratic"), ValueError, "kind"),
+            BadInput(lambda: _call(num_steps=0), ValueError, "num_steps"),
+            BadInput(lambda: _call(eps_fn=lambda x, t: x[:1]), ValueError, "eps_fn"),
+            BadInput(lambda: _call(eps_fn=3), TypeError, "eps_fn"),
+            BadInput(lambda: _call(x_T=np.full((4, 2), np.nan, np.float32)), ValueError, "x_T"),
+            BadInput(lambda: _call(eta=1.5), ValueError, "eta"),
+            BadInput(lambda: _call(guidance="tag"), TypeError, "guidance"),
+            BadInput(lambda: _call(guidance=guidance.tag(_predictor(), 1.0)), ValueError,
+                     "time_logits_fn"),
+            BadInput(lambda: guidance.tag(_predictor(), -1.0), ValueError, "omega"),
+            BadInput(lambda: _call("ndtm", weights="adam"), ValueError, "weights"),
+            BadInput(lambda: _call("ndtm", init="ones"), ValueError, "init"),
+            BadInput(lambda: _call("ndtm", inner_steps=0), ValueError, "inner_steps"),
+            BadInput(lambda: _call("ndtm", learning_rate=0.0), ValueError, "learning_rate"),
+        ),
+        note="hyper is TAG's ω (the classifier scale, η and the schedule's floats are traced "
+             "leaves too). Non-finite predictions and costs are flagged in info.nonfinite "
+             "(tests/test_guidance.py).",
+    ),
+]
