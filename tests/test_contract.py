@@ -14,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from contract import KEY
+from contract import choice_alien  # noqa: E402
+from contract import choice_pluralism  # noqa: E402
 from contract import decision_bo  # noqa: E402
 from contract import diffusion_shs  # noqa: E402
 from contract import diffusion_vmf  # noqa: E402
@@ -30,6 +32,8 @@ from contract import subset_leverage  # noqa: E402
 import jaxsample.core
 
 _MODULES = [
+    choice_alien,
+    choice_pluralism,
     decision_bo,
     diffusion_shs,
     diffusion_vmf,

@@ -1,0 +1,503 @@
+"""Value-priority attribution and distributional pluralism from recorded discrete choices.
+
+After Chandak et al., *What Does the AI Doctor Value?* (arXiv 2605.18738, 2026): a decision-maker
+(a model, or one physician) faces dilemmas ``j``, each a choice between options ``k`` annotated by
+``z_{jk} ∈ ℝ^P`` (how option ``k`` upholds or violates each of ``P`` principles, e.g. autonomy,
+beneficence, nonmaleficence, justice). The attribution model is a conditional logit
+(Bradley–Terry for two options)::
+
+    P(choose k | j) = softmax_k(θᵀ z_{jk}),        θ = β·w,  w ∈ Δ^{P−1},  β = Σ_p θ_p,
+
+fitted by penalised maximum likelihood (a Gaussian prior ``N(0, I/l2)`` on ``θ``, so that the
+near-deterministic choices of a model, which make the data separable, still give a finite
+estimate). The paper's own attribution model was not published; this is the standard conditional
+logit it describes.
+
+Identifiability: the likelihood depends on ``θ`` only through the differences ``θᵀ(z_{jk} −
+z_{j1})``. Only the projection of ``θ`` on the span of those differences is identified; the
+penalty picks the minimum-norm ``θ`` along the rest. ``info.design_rank`` reports that rank: when
+it is below ``P`` (for instance every dilemma pits one principle against another, so the
+differences sum to zero) report contrasts ``θ_p − θ_q`` only.
+
+* :func:`fit_value_priorities` — the fit (optimistix BFGS), with bootstrap intervals (one ``vmap``
+  over resampled dilemmas) or Laplace (inverse-Hessian) intervals.
+* :func:`choice_probabilities`, :func:`sample_choices` — the model's choice law and draws from it.
+* :func:`decision_entropy` — per-dilemma entropy (bits) of repeated choices.
+* :func:`pluralism_gap` — per-dilemma total-variation distance between a model's and a panel's
+  empirical choice laws (distributional pluralism).
+* :func:`panel_percentile` — the fraction of a panel at or below a decision-maker, per principle.
+* :func:`synthetic_panel` — a planted panel of decision-makers on synthetic dilemmas.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from jaxsample._checks import (
+    check_array,
+    check_choice,
+    check_hyperparameter,
+    check_int,
+    check_key,
+    check_number,
+    is_concrete,
+)
+from jaxsample.kernels import logspace
+
+__all__ = [
+    "Panel",
+    "PriorityInfo",
+    "choice_probabilities",
+    "decision_entropy",
+    "fit_value_priorities",
+    "normalize_priorities",
+    "panel_percentile",
+    "pluralism_gap",
+    "sample_choices",
+    "synthetic_panel",
+]
+
+
+class PriorityInfo(NamedTuple):
+    """Diagnostics of :func:`fit_value_priorities`.
+
+    Attributes:
+        lower, upper: ``(P,)`` interval for each priority at ``level``: bootstrap percentiles
+            when a key was given, else Laplace (``θ̂ ± z·sqrt(diag H⁻¹)``, ``H`` the Hessian of
+            the penalised negative log-likelihood).
+        standard_error: ``(P,)`` bootstrap standard deviation, or the Laplace standard error.
+        log_likelihood: log-likelihood of the data at ``θ̂`` (penalty excluded).
+        design_rank: rank of the option-difference design; ``< P`` means only a subspace of
+            ``θ`` is identified.
+        converged: the fit (and every bootstrap fit) met the tolerance within ``max_iterations``.
+        num_iterations: BFGS iterations of the fit on the full data.
+        nonfinite: a non-finite estimate, interval or likelihood.
+    """
+
+    lower: jax.Array
+    upper: jax.Array
+    standard_error: jax.Array
+    log_likelihood: jax.Array
+    design_rank: jax.Array
+    converged: jax.Array
+    num_iterations: jax.Array
+    nonfinite: jax.Array
+
+
+class Panel(NamedTuple):
+    """A synthetic panel from :func:`synthetic_panel`.
+
+    Attributes:
+        option_features: ``(num_dilemmas, num_options, P)`` annotations in ``{−1, 0, +1}``.
+        weights: ``(num_agents, P)`` planted priorities on the simplex.
+        decisiveness: ``(num_agents,)`` planted ``β``.
+        choices: ``(num_agents, num_dilemmas)`` one decision per agent and dilemma.
+    """
+
+    option_features: jax.Array
+    weights: jax.Array
+    decisiveness: jax.Array
+    choices: jax.Array
+
+
+def _option_logits(theta, features):
+    return jnp.einsum("jkp,p->jk", features, theta)
+
+
+def _counts(choices, num_options, dtype):
+    """``(num_dilemmas, num_options)`` counts from ``(R, num_dilemmas)`` choices."""
+    return jnp.sum(jax.nn.one_hot(choices, num_options, dtype=dtype), axis=0)
+
+
+def _objective(theta, features, counts, l2):
+    """Penalised negative log-likelihood per decision (the fit's scale-free objective)."""
+    log_probs = jax.nn.log_softmax(_option_logits(theta, features), axis=-1)
+    total = jnp.sum(counts)
+    return (-jnp.sum(counts * log_probs) + 0.5 * l2 * jnp.sum(theta**2)) / total
+
+
+def _solve(features, counts, l2, *, max_iterations, tolerance):
+    """BFGS (optimistix) on the convex penalised objective, from ``θ = 0``.
+
+    Stops when successive iterates and objective values change by less than
+    ``tolerance·(1 + |·|)`` (optimistix's Cauchy criterion).
+    """
+    solver = optx.BFGS(rtol=tolerance, atol=tolerance)
+    solution = optx.minimise(
+        lambda theta, _: _objective(theta, features, counts, l2), solver,
+        jnp.zeros(features.shape[-1], features.dtype), max_steps=max_iterations, throw=False)
+    converged = solution.result == optx.RESULTS.successful
+    return solution.value, converged, solution.stats["num_steps"].astype(jnp.int32)
+
+
+def _normal_quantile(level, dtype):
+    return jax.scipy.special.ndtri(jnp.asarray(0.5 + 0.5 * level, dtype))
+
+
+def _fit(key, features, choices, l2, *, num_resamples, level, max_iterations, tolerance):
+    with jax.named_scope("fit_value_priorities"):
+        dtype = features.dtype
+        counts = _counts(choices, features.shape[1], dtype)
+        l2 = jnp.asarray(l2, dtype)
+        solve = functools.partial(_solve, max_iterations=max_iterations, tolerance=tolerance)
+        theta, converged, count = solve(features, counts, l2)
+        log_probs = jax.nn.log_softmax(_option_logits(theta, features), axis=-1)
+        log_likelihood = jnp.sum(counts * log_probs)
+        deltas = (features - features[:, :1]).reshape((-1, features.shape[-1]))
+        design_rank = jnp.linalg.matrix_rank(deltas).astype(jnp.int32)
+        if key is None:
+            hessian = jax.hessian(_objective)(theta, features, counts, l2) * jnp.sum(counts)
+            standard_error = jnp.sqrt(jnp.diag(jnp.linalg.inv(hessian)))
+            half = _normal_quantile(level, dtype) * standard_error
+            lower, upper = theta - half, theta + half
+        else:
+            num_dilemmas = features.shape[0]
+            index = jax.random.randint(key, (num_resamples, num_dilemmas), 0, num_dilemmas)
+            thetas, boot_converged, _ = jax.vmap(lambda i: solve(features[i], counts[i], l2))(
+                index)
+            converged = converged & jnp.all(boot_converged)
+            alpha = 0.5 * (1.0 - level)
+            lower, upper = jnp.quantile(thetas, jnp.asarray([alpha, 1.0 - alpha], dtype), axis=0)
+            standard_error = jnp.std(thetas, axis=0)
+        finite = jnp.all(jnp.isfinite(jnp.concatenate([theta, lower, upper, log_likelihood[None]])))
+        return theta, PriorityInfo(
+            lower=lower, upper=upper, standard_error=standard_error,
+            log_likelihood=log_likelihood, design_rank=design_rank, converged=converged,
+            num_iterations=count, nonfinite=~finite)
+
+
+_fit_jit = jax.jit(_fit, static_argnames=("num_resamples", "level", "max_iterations",
+                                          "tolerance"))
+
+
+def _check_features(option_features):
+    features = check_array("option_features", option_features, ndim=3, finite=True)
+    if features.shape[1] < 2:
+        raise ValueError(f"option_features must have at least 2 options (axis 1), got shape "
+                         f"{features.shape}")
+    return features
+
+
+def _check_choices(name, choices, num_dilemmas, num_options):
+    """Integer choices of shape ``(num_dilemmas,)`` or ``(R, num_dilemmas)``, as ``(R, J)``."""
+    choices = check_array(name, choices, kind="integer")
+    if choices.ndim not in (1, 2) or (num_dilemmas is not None
+                                      and choices.shape[-1] != num_dilemmas):
+        want = "(num_dilemmas,) or (num_repeats, num_dilemmas)" if num_dilemmas is None else (
+            f"({num_dilemmas},) or (num_repeats, {num_dilemmas})")
+        raise ValueError(f"{name} must have shape {want}, got {choices.shape}")
+    if is_concrete(choices):
+        values = np.asarray(choices)
+        if values.size and (values.min() < 0 or values.max() >= num_options):
+            raise ValueError(f"{name} must lie in the option set [0, {num_options}), got values "
+                             f"in [{values.min()}, {values.max()}]")
+    return choices.reshape((-1, choices.shape[-1]))
+
+
+def fit_value_priorities(choices, option_features, *, l2=1.0, key=None,
+                         num_resamples: int = 200, level: float = 0.9,
+                         max_iterations: int = 100, tolerance: float | None = None):
+    """Fits a decision-maker's priorities ``θ = β·w`` to its choices (penalised conditional logit).
+
+    Maximises ``Σ_j Σ_r log softmax_k(θᵀ z_{jk})[c_{rj}] − (l2/2)·‖θ‖²`` by ``optimistix.BFGS``
+    on the penalised negative log-likelihood per decision (convex; the fit stops when successive
+    iterates and objective values change by less than ``tolerance`` relative). With ``key``,
+    ``num_resamples`` bootstrap fits on dilemmas resampled with replacement (the repeated choices
+    of a dilemma travel together) run as one ``vmap`` and give percentile intervals; without it
+    the intervals are Laplace's. Use :func:`normalize_priorities` for the simplex weights ``w``
+    and the decisiveness ``β``.
+
+    Args:
+        choices: ``(num_dilemmas,)`` or ``(num_repeats, num_dilemmas)`` ints in
+            ``[0, num_options)``: the option chosen (repeats: resampled runs or variants).
+        option_features: ``(num_dilemmas, num_options, P)`` floating annotations.
+        l2: penalty (prior precision) on ``θ``, ``> 0``; traced.
+        key: PRNG key for the bootstrap, or ``None`` (Laplace intervals).
+        num_resamples: bootstrap resamples ``B``.
+        level: interval level in ``(0, 1)``.
+        max_iterations: BFGS iteration cap (each fit).
+        tolerance: relative/absolute step tolerance; ``None``: ``1e-8`` in float64, ``1e-4`` in
+            float32.
+
+    Returns:
+        ``(priorities, info)``: ``(P,)`` estimate ``θ̂`` in ``option_features``' dtype and a
+        :class:`PriorityInfo`.
+
+    Example:
+        >>> import jax
+        >>> panel = synthetic_panel(jax.random.key(0), 1, 200, decisiveness=3.0)
+        >>> theta, info = fit_value_priorities(panel.choices[0], panel.option_features, l2=0.1)
+        >>> theta.shape, bool(info.converged), int(info.design_rank)
+        ((4,), True, 4)
+    """
+    features = _check_features(option_features)
+    num_dilemmas, num_options = features.shape[:2]
+    choices = _check_choices("choices", choices, num_dilemmas, num_options)
+    l2 = check_hyperparameter("l2", l2)
+    if key is not None:
+        key = check_key("key", key)
+    num_resamples = check_int("num_resamples", num_resamples, 2)
+    level = check_number("level", level, maximum=1.0)
+    if level >= 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    max_iterations = check_int("max_iterations", max_iterations, 1)
+    if tolerance is None:
+        tolerance = 1e-8 if features.dtype == jnp.float64 else 1e-4
+    tolerance = check_number("tolerance", tolerance)
+    return _fit_jit(key, features, choices, l2, num_resamples=num_resamples, level=level,
+                    max_iterations=max_iterations, tolerance=tolerance)
+
+
+def normalize_priorities(priorities):
+    """``(w, β)`` with ``β = Σ_p θ_p`` and ``w = θ/β`` (meaningful where ``θ ≥ 0``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> w, beta = normalize_priorities(jnp.array([2.0, 1.0, 1.0]))
+        >>> w.tolist(), float(beta)
+        ([0.5, 0.25, 0.25], 4.0)
+    """
+    priorities = check_array("priorities", priorities)
+    beta = jnp.sum(priorities, axis=-1)
+    return priorities / beta[..., None], beta
+
+
+def choice_probabilities(priorities, option_features):
+    """The model's choice law ``softmax_k(θᵀ z_{jk})``: ``(..., num_dilemmas, num_options)``.
+
+    ``priorities`` is ``(P,)`` or a batch ``(..., P)`` of decision-makers.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> z = jnp.array([[[1.0, 0.0], [0.0, 1.0]]])           # one dilemma, two options
+        >>> choice_probabilities(jnp.array([0.0, 0.0]), z).tolist()
+        [[0.5, 0.5]]
+    """
+    features = _check_features(option_features)
+    priorities = _check_priorities(priorities, features)
+    return jax.nn.softmax(jnp.einsum("jkp,...p->...jk", features, priorities), axis=-1)
+
+
+def _check_priorities(priorities, features):
+    priorities = check_array("priorities", priorities, dtype=features.dtype)
+    if priorities.ndim < 1 or priorities.shape[-1] != features.shape[-1]:
+        raise ValueError(f"priorities must have shape (..., {features.shape[-1]}), got "
+                         f"{priorities.shape}")
+    return priorities
+
+
+def sample_choices(key, priorities, option_features, *, num_samples: int):
+    """``num_samples`` independent decisions on every dilemma: ``(num_samples, ..., J)`` ints.
+
+    Draws by :func:`jaxsample.kernels.logspace.categorical` from :func:`choice_probabilities`'s
+    law; ``priorities`` may be a batch ``(..., P)``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> z = jnp.array([[[1.0], [0.0]], [[0.0], [1.0]]])
+        >>> sample_choices(jax.random.key(0), jnp.array([50.0]), z, num_samples=3).tolist()
+        [[0, 1], [0, 1], [0, 1]]
+    """
+    key = check_key("key", key)
+    num_samples = check_int("num_samples", num_samples, 1)
+    features = _check_features(option_features)
+    priorities = _check_priorities(priorities, features)
+    return _sample_choices(key, priorities, features, num_samples=num_samples)
+
+
+@functools.partial(jax.jit, static_argnames="num_samples")
+def _sample_choices(key, priorities, features, *, num_samples):
+    logits = jnp.einsum("jkp,...p->...jk", features, priorities)
+    return logspace.categorical(key, logits, (num_samples,))
+
+
+def _entropy_bits(probs):
+    safe = jnp.where(probs > 0, probs, jnp.ones_like(probs))
+    # p·log₂(1/p) rather than −p·log₂p: a certain choice gives +0.0, not −0.0
+    return jnp.sum(jnp.where(probs > 0, probs * jnp.log2(1 / safe), jnp.zeros_like(probs)),
+                   axis=-1)
+
+
+def _frequencies(choices, num_options, dtype):
+    counts = _counts(choices, num_options, dtype)
+    return counts / jnp.sum(counts, axis=-1, keepdims=True)
+
+
+def decision_entropy(choice_samples, *, num_options: int = 2, dtype=None):
+    """Plug-in entropy (bits) of repeated decisions on each dilemma: ``(num_dilemmas,)``.
+
+    ``H_j = −Σ_k p̂_{jk} log₂ p̂_{jk}`` with ``p̂_{jk}`` the fraction of the ``R`` samples choosing
+    ``k``: 0 for constant decisions, 1 bit for an even binary split. The plug-in value is biased
+    low for small ``R`` (by about ``(K − 1)/(2R ln 2)`` bits, Miller–Madow).
+
+    Args:
+        choice_samples: ``(R, num_dilemmas)`` ints in ``[0, num_options)``.
+        num_options: ``K``.
+        dtype: floating dtype of the result (default: JAX's default float).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> decision_entropy(jnp.array([[0, 0, 1], [0, 1, 1]])).tolist()
+        [0.0, 1.0, 0.0]
+    """
+    num_options = check_int("num_options", num_options, 2)
+    choices = _check_choices("choice_samples", choice_samples, None, num_options)
+    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    return _decision_entropy(choices, num_options=num_options, dtype=dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("num_options", "dtype"))
+def _decision_entropy(choices, *, num_options, dtype):
+    with jax.named_scope("decision_entropy"):
+        return _entropy_bits(_frequencies(choices, num_options, dtype))
+
+
+def pluralism_gap(model_choices, panel_choices, *, num_options: int = 2, dtype=None):
+    """Per-dilemma total-variation distance between a model's and a panel's choice laws.
+
+    ``D_j = ½ Σ_k |p̂^{model}_{jk} − p̂^{panel}_{jk}|`` (for two options ``|p̂_A − p̂_B|``), where
+    ``p̂^{panel}`` is the fraction of panel members choosing each option and ``p̂^{model}`` the
+    fraction of the model's repeated samples. Its mean over dilemmas is the distributional-
+    pluralism gap: 0 when the model reproduces the panel's spread of decisions.
+
+    Args:
+        model_choices: ``(R, num_dilemmas)`` ints (``R`` samples of the model).
+        panel_choices: ``(M, num_dilemmas)`` ints (one decision per panel member).
+        num_options: ``K``.
+        dtype: floating dtype of the result (default: JAX's default float).
+
+    Returns:
+        ``(num_dilemmas,)`` in ``[0, 1]``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> pluralism_gap(jnp.array([[0, 0], [0, 0]]), jnp.array([[0, 1], [1, 1]])).tolist()
+        [0.5, 1.0]
+    """
+    num_options = check_int("num_options", num_options, 2)
+    model = _check_choices("model_choices", model_choices, None, num_options)
+    panel = _check_choices("panel_choices", panel_choices, model.shape[-1], num_options)
+    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    return _pluralism_gap(model, panel, num_options=num_options, dtype=dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("num_options", "dtype"))
+def _pluralism_gap(model, panel, *, num_options, dtype):
+    with jax.named_scope("pluralism_gap"):
+        difference = (_frequencies(model, num_options, dtype)
+                      - _frequencies(panel, num_options, dtype))
+        return 0.5 * jnp.sum(jnp.abs(difference), axis=-1)
+
+
+def panel_percentile(priorities, panel_priorities):
+    """Fraction of the panel at or below ``priorities``, per principle: ``(..., P)`` in [0, 1].
+
+    ``F_p = #{m : θ^{(m)}_p ≤ θ_p} / M`` — the empirical CDF of the panel's ``p``-th priority at
+    the decision-maker's value (monotone in ``θ_p``). A value below the panel's 5th percentile
+    (``F_p < 0.05``) flags a principle the decision-maker underweights relative to the panel.
+
+    Args:
+        priorities: ``(..., P)`` one or more decision-makers (raw ``θ`` or normalised ``w``;
+            use the same kind for both arguments).
+        panel_priorities: ``(M, P)``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> panel = jnp.array([[0.1, 0.9], [0.3, 0.7], [0.5, 0.5], [0.7, 0.3]])
+        >>> panel_percentile(jnp.array([0.3, 0.2]), panel).tolist()
+        [0.5, 0.0]
+    """
+    panel = check_array("panel_priorities", panel_priorities, ndim=2)
+    priorities = check_array("priorities", priorities, dtype=panel.dtype)
+    if priorities.ndim < 1 or priorities.shape[-1] != panel.shape[1]:
+        raise ValueError(f"priorities must have shape (..., {panel.shape[1]}), got "
+                         f"{priorities.shape}")
+    return _panel_percentile(priorities, panel)
+
+
+@jax.jit
+def _panel_percentile(priorities, panel):
+    batch = priorities.shape[:-1]
+    flat = priorities.reshape((-1, 1, panel.shape[1]))
+    below = panel[None] <= flat
+    return jnp.mean(below.astype(panel.dtype), axis=1).reshape(batch + (panel.shape[1],))
+
+
+def synthetic_panel(key, num_agents: int, num_dilemmas: int, *, num_principles: int = 4,
+                    concentration: float = 4.0, decisiveness: float = 2.0,
+                    design: str = "random", weights=None, dtype=None) -> Panel:
+    """A planted panel: ``w ~ Dir(concentration·1)``, one decision per agent and dilemma.
+
+    Binary dilemmas. ``design="random"``: annotations ``z_{jk}`` uniform on ``{−1, 0, +1}^P``
+    (a full-rank design). ``design="contrast"``: option A upholds principle ``p`` and violates
+    ``q``, option B the reverse (``p ≠ q`` uniform), so every difference sums to zero and only
+    contrasts of ``θ`` are identified. Agent ``m`` decides with ``θ^{(m)} = β·w^{(m)}``.
+
+    Args:
+        key: PRNG key.
+        num_agents, num_dilemmas: panel size and number of dilemmas.
+        num_principles: ``P``.
+        concentration: Dirichlet concentration of the planted weights.
+        decisiveness: planted ``β`` of every agent; traced.
+        design: ``"random"`` or ``"contrast"``.
+        weights: ``(num_agents, P)`` planted weights to use instead of Dirichlet draws (a
+            decision-maker of known priorities, e.g. a "model" with a low autonomy weight).
+        dtype: floating dtype (default: ``weights``' dtype or JAX's default float).
+
+    Example:
+        >>> import jax
+        >>> panel = synthetic_panel(jax.random.key(0), 30, 50)
+        >>> panel.option_features.shape, panel.choices.shape
+        ((50, 2, 4), (30, 50))
+    """
+    key = check_key("key", key)
+    num_agents = check_int("num_agents", num_agents, 1)
+    num_dilemmas = check_int("num_dilemmas", num_dilemmas, 1)
+    num_principles = check_int("num_principles", num_principles, 2)
+    decisiveness = check_hyperparameter("decisiveness", decisiveness)
+    design = check_choice("design", design, ("random", "contrast"))
+    key_w, key = jax.random.split(key)
+    if weights is None:
+        concentration = check_hyperparameter("concentration", concentration)
+        dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+        weights = _dirichlet(key_w, concentration, num_agents, num_principles, dtype)
+    else:
+        weights = check_array("weights", weights, shape=(num_agents, num_principles),
+                              finite=True)
+        dtype = weights.dtype if dtype is None else jnp.dtype(dtype)
+        weights = weights.astype(dtype)
+    return _synthetic_panel(key, weights, decisiveness, np.asarray(design == "contrast"),
+                            num_dilemmas=num_dilemmas)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _dirichlet(key, concentration, num_agents, num_principles, dtype):
+    # its own compilation: JAX's gamma sampler is costly to compile and only its shape matters
+    alpha = jnp.full((num_principles,), jnp.asarray(concentration, dtype))
+    return jax.random.dirichlet(key, alpha, (num_agents,), dtype=dtype)
+
+
+@functools.partial(jax.jit, static_argnames="num_dilemmas")
+def _synthetic_panel(key, weights, decisiveness, contrast, *, num_dilemmas):
+    # both designs in one compilation (the choice between them is a traced flag)
+    dtype = weights.dtype
+    num_principles = weights.shape[1]
+    key_z, key_c = jax.random.split(key)
+    random = jax.random.randint(key_z, (num_dilemmas, 2, num_principles), -1, 2).astype(dtype)
+    key_p, key_q = jax.random.split(key_z)
+    p = jax.random.randint(key_p, (num_dilemmas,), 0, num_principles)
+    q = (p + jax.random.randint(key_q, (num_dilemmas,), 1, num_principles)) % num_principles
+    upholds = jax.nn.one_hot(p, num_principles, dtype=dtype)
+    violates = jax.nn.one_hot(q, num_principles, dtype=dtype)
+    pitted = jnp.stack([upholds - violates, violates - upholds], axis=1)
+    features = jnp.where(contrast, pitted, random)
+    beta = jnp.full((weights.shape[0],), jnp.asarray(decisiveness, dtype))
+    logits = jnp.einsum("jkp,mp->mjk", features, weights * beta[:, None])
+    choices = logspace.categorical(key_c, logits)
+    return Panel(option_features=features, weights=weights, decisiveness=beta, choices=choices)

@@ -1,0 +1,68 @@
+"""Contract entry: value-priority attribution (``jaxsample.choice.pluralism``)."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from contract import BadInput, Entry
+from jaxsample import choice
+
+# 12 binary dilemmas over 3 principles (a full-rank design) and a mixed set of decisions
+_FEATURES = np.array([[[1, 0, -1], [0, 1, 0]], [[0, 1, 1], [1, -1, 0]], [[-1, 1, 0], [1, 0, 0]],
+                      [[0, 0, 1], [1, 1, -1]], [[1, 1, 0], [0, 0, 1]], [[0, -1, 1], [-1, 0, 0]],
+                      [[1, -1, 1], [0, 1, -1]], [[-1, 0, 1], [0, 1, 1]], [[0, 1, -1], [1, 0, 1]],
+                      [[1, 0, 0], [-1, 1, 1]], [[0, 0, -1], [1, -1, 1]], [[-1, -1, 1], [1, 0, 0]]])
+_CHOICES = np.array([0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 0])
+
+
+def _fit(dtype):
+    features = jnp.asarray(_FEATURES, dtype)
+
+    def fn(key):
+        del key  # the Laplace fit is deterministic (tests/test_pluralism.py runs the bootstrap)
+        return choice.fit_value_priorities(_CHOICES, features, l2=0.5)
+
+    return fn
+
+
+def _hyper(dtype):
+    features = jnp.asarray(_FEATURES, dtype)
+
+    def fn(key, l2):
+        del key
+        return choice.fit_value_priorities(_CHOICES, features, l2=l2)
+
+    return fn
+
+
+ENTRIES = [
+    Entry(
+        name="choice.pluralism",
+        module="jaxsample.choice.pluralism",
+        build=_fit,
+        hyper=_hyper,
+        hyper_values=(0.5, 2.0),
+        exact_ints=False,
+        rtol=1e-3,
+        bad_inputs=(
+            BadInput(lambda: choice.fit_value_priorities(_CHOICES + 1, _FEATURES * 1.0),
+                     ValueError, "choices must lie in the option set"),
+            BadInput(lambda: choice.fit_value_priorities(_CHOICES, _FEATURES[:, 0] * 1.0),
+                     ValueError, "option_features"),
+            BadInput(lambda: choice.fit_value_priorities(_CHOICES[:5], _FEATURES * 1.0),
+                     ValueError, "choices must have shape"),
+            BadInput(lambda: choice.fit_value_priorities(_CHOICES, _FEATURES * np.nan),
+                     ValueError, "option_features must be finite"),
+            BadInput(lambda: choice.fit_value_priorities(_CHOICES, _FEATURES * 1.0, l2=-1.0),
+                     ValueError, "l2"),
+            BadInput(lambda: choice.panel_percentile(np.ones(3), np.ones((4, 2))),
+                     ValueError, "priorities must have shape"),
+            BadInput(lambda: choice.fit_value_priorities(_CHOICES, _FEATURES * 1.0, key=3),
+                     TypeError, "key"),
+        ),
+        note="fit_value_priorities(choices, option_features, *, l2) -> (θ, PriorityInfo) with "
+             "Laplace intervals (key=None), deterministic: the key is unused; the bootstrap "
+             "(vmapped fits) runs in tests/test_pluralism.py. BFGS stops on a step tolerance, so "
+             "jit and eager agree to the solver's accuracy (rtol 1e-3 in float32) and iteration "
+             "counts may differ. The traced hyper-parameter is l2",
+    ),
+]
