@@ -17,6 +17,7 @@ from contract import KEY
 from contract import choice_alien  # noqa: E402
 from contract import choice_pluralism  # noqa: E402
 from contract import decision_bo  # noqa: E402
+from contract import diffusion_guidance  # noqa: E402
 from contract import diffusion_shs  # noqa: E402
 from contract import diffusion_vmf  # noqa: E402
 from contract import gaussian_resolvent  # noqa: E402
@@ -35,6 +36,7 @@ _MODULES = [
     choice_alien,
     choice_pluralism,
     decision_bo,
+    diffusion_guidance,
     diffusion_shs,
     diffusion_vmf,
     gaussian_resolvent,
