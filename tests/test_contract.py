@@ -17,6 +17,8 @@ from contract import KEY
 from contract import choice_alien  # noqa: E402
 from contract import choice_pluralism  # noqa: E402
 from contract import decision_bo  # noqa: E402
+from contract import decision_dueling  # noqa: E402
+from contract import decision_psrl  # noqa: E402
 from contract import diffusion_guidance  # noqa: E402
 from contract import diffusion_shs  # noqa: E402
 from contract import diffusion_vmf  # noqa: E402
@@ -36,6 +38,8 @@ _MODULES = [
     choice_alien,
     choice_pluralism,
     decision_bo,
+    decision_dueling,
+    decision_psrl,
     diffusion_guidance,
     diffusion_shs,
     diffusion_vmf,

@@ -1,0 +1,114 @@
+"""Condorcet-winner identification: count invariants, a derived duel bound, δ-correctness.
+
+Shapes, dtypes, jit/vmap and bad inputs are in the contract entry
+(tests/contract/decision_dueling.py).
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from jaxsample.decision import PreferenceMatrix, confidence_radius, identify_condorcet
+
+# K = 4, CW = arm 2; the other three form a cycle, all pairs deterministic
+_CYCLE = np.array([[0.5, 1.0, 0.0, 0.0],
+                   [0.0, 0.5, 0.0, 1.0],
+                   [1.0, 1.0, 0.5, 1.0],
+                   [1.0, 0.0, 0.0, 0.5]])
+
+
+def _first_count(delta, k, level):
+    """Smallest N with r(N) < level (r decreases in N once log(4K²N²/δ) > 2)."""
+    n = 1
+    while math.sqrt(math.log(4 * k * k * n * n / delta) / (2 * n)) >= level:
+        n += 1
+    return n
+
+
+def test_confidence_radius_formula():
+    n = np.array([1, 10, 1000])
+    expected = np.sqrt(np.log(4 * 9 * n**2 / 0.1) / (2 * n))
+    np.testing.assert_allclose(confidence_radius(n, 3, 0.1), expected, rtol=1e-6)
+    assert np.isinf(confidence_radius(0, 3, 0.1))
+
+
+@pytest.mark.parametrize("schedule", ["round", "single"])
+def test_counts_are_consistent(schedule):
+    """W + Wᵀ = N symmetric with zero diagonal, ΣN = 2·duels, the cap is exact."""
+    prefs = PreferenceMatrix(jnp.asarray(0.5 + 0.3 * (_CYCLE - 0.5), jnp.float32))
+    _, info = identify_condorcet(jax.random.key(3), prefs, delta=0.1, budget=37,
+                                 schedule=schedule)
+    wins = np.asarray(info.wins)
+    counts = wins + wins.T
+    assert np.all(np.diag(counts) == 0) and np.all(counts == counts.T)
+    assert counts.sum() == 2 * int(info.num_duels)
+    assert int(info.num_duels) == 37 and not bool(info.determined)
+    if schedule == "single":
+        assert int(info.num_rounds) == 37
+
+
+def test_deterministic_instance_within_derived_bound():
+    """q ∈ {0, 1}: the CW is returned within the derived number of duels.
+
+    n* = min{N : r(N) < ½} duels certify a pair's loser; n₁ = min{N : r(N) < 1}. Full gap: a pair
+    whose loser is alive holds ≤ n* − 1 duels before a round and gains ≤ 2 in it; after the
+    loser's elimination only its winner may pick it, and only while r(N) ≥ 1 (every other option
+    scores ≥ 1), so each pair ends with ≤ max(n* + 1, n₁) duels. Uniform: each alive arm meets the
+    CW once per K − 1 rounds, so ≤ (K − 1)·n* rounds of ≤ K duels.
+    """
+    k, delta = 4, 0.05
+    n_star, n_one = _first_count(delta, k, 0.5), _first_count(delta, k, 1.0)
+    bounds = {"full_gap": k * (k - 1) // 2 * max(n_star + 1, n_one),
+              "uniform": k * (k - 1) * n_star}
+    prefs = PreferenceMatrix(jnp.asarray(_CYCLE, jnp.float32))
+    for strategy, bound in bounds.items():
+        for seed in (1, 2):
+            winner, info = identify_condorcet(jax.random.key(seed), prefs, delta=delta,
+                                              strategy=strategy)
+            assert int(winner) == 2 and bool(info.determined)
+            assert int(info.num_duels) <= bound, (strategy, int(info.num_duels), bound)
+
+
+# CW = arm 0 with gaps 0.2-0.3; arm 1 beats 2 and 3; 2 beats 3
+_Q4 = np.array([[0.5, 0.7, 0.75, 0.8],
+                [0.3, 0.5, 0.8, 0.8],
+                [0.25, 0.2, 0.5, 0.6],
+                [0.2, 0.2, 0.4, 0.5]])
+
+
+def test_correct_with_probability_at_least_one_minus_delta():
+    """Errors over 1000 seeds ≤ the binomial(1000, δ) upper 0.1% quantile (one-sided test)."""
+    delta, num_seeds = 0.2, 1000
+    prefs = PreferenceMatrix(jnp.asarray(_Q4, jnp.float32))
+    keys = jax.random.split(jax.random.key(7), num_seeds)
+    winner, info = jax.vmap(lambda key: identify_condorcet(key, prefs, delta=delta,
+                                                           strategy="full_gap"))(keys)
+    errors = int(np.sum(np.asarray(winner) != 0))
+    assert bool(jnp.all(info.determined))
+    assert errors <= stats.binom.ppf(0.999, num_seeds, delta), errors
+
+
+def test_degenerate_instance_behaves_like_winner_row():
+    """All non-CW pairs ½: no other row is informative, so (on the good event, probability
+    ≥ 1 − δ per run) every elimination is certified by the CW, as in the winner-row method, and
+    full-gap cannot beat winner-row's duel count: its mean is ≥ winner-row's minus 4 standard
+    errors of the difference."""
+    q = np.full((4, 4), 0.5)
+    q[0, 1:], q[1:, 0] = 0.75, 0.25
+    prefs = PreferenceMatrix(jnp.asarray(q, jnp.float32))
+    keys = jax.random.split(jax.random.key(11), 1000)  # the size above: one compilation
+    duels = {}
+    for strategy in ("full_gap", "winner_row"):
+        winner, info = jax.vmap(lambda key, s=strategy: identify_condorcet(
+            key, prefs, delta=0.2, strategy=s))(keys)
+        by = np.asarray(info.eliminated_by)[:, 1:]
+        good = np.mean(np.all(by == 0, axis=1))
+        assert good >= 1 - 0.2 - 3 * math.sqrt(0.2 * 0.8 / 1000), (strategy, good)
+        assert np.mean(np.asarray(winner) == 0) >= good
+        duels[strategy] = np.asarray(info.num_duels, np.float64)
+    diff = duels["full_gap"] - duels["winner_row"]
+    assert diff.mean() >= -4 * diff.std(ddof=1) / math.sqrt(diff.size), diff.mean()

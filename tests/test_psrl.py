@@ -1,0 +1,131 @@
+"""Tabular MDP kernels and (π0-)PSRL: brute force, exact evaluation, regret and count invariants.
+
+Shapes, dtypes, jit/vmap and bad inputs are in the contract entry
+(tests/contract/decision_psrl.py).
+"""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsample.decision import (
+    TabularMDP,
+    backward_induction,
+    evaluate_policy,
+    run_psrl,
+    run_ucbvi,
+    sample_trajectory,
+)
+from jaxsample.kernels.tabular import dirichlet
+
+_EPISODES = 6  # with S=3, A=2, H=4 the configurations below share the contract's compilations
+
+
+def _small_mdp():
+    return TabularMDP.random(jax.random.key(5), 3, 2, 3)
+
+
+def test_backward_induction_equals_brute_force():
+    """All 2^(3·3) = 512 deterministic non-stationary policies of an S=3, A=2, H=3 MDP."""
+    mdp = _small_mdp()
+    values, q, policy = backward_induction(mdp)
+    policies = jnp.asarray(list(itertools.product((0, 1), repeat=9)), jnp.int32).reshape(-1, 3, 3)
+    all_values = jax.jit(jax.vmap(lambda pi: evaluate_policy(mdp, pi)))(policies)
+    np.testing.assert_allclose(jnp.max(all_values[:, 0], axis=0), values[0], rtol=1e-6)
+    np.testing.assert_allclose(evaluate_policy(mdp, policy), values, rtol=1e-6)
+    np.testing.assert_allclose(jnp.max(q, axis=-1), values, rtol=1e-6)
+
+
+def test_exact_evaluation_equals_monte_carlo():
+    """Mean return of 4000 rollouts under the uniform policy within 4 standard errors."""
+    mdp = TabularMDP.riverswim(num_states=4, horizon=8)
+    uniform = jnp.full((4, 2), 0.5, jnp.float32)
+    exact = float(mdp.initial @ evaluate_policy(mdp, uniform)[0])
+    keys = jax.random.split(jax.random.key(2), 4000)
+    _, _, rewards = jax.jit(jax.vmap(lambda key: sample_trajectory(key, mdp, uniform)))(keys)
+    returns = np.asarray(rewards.sum(axis=1), np.float64)
+    assert abs(returns.mean() - exact) <= 4 * returns.std(ddof=1) / math.sqrt(returns.size)
+
+
+def test_dirichlet_moments():
+    """Mean and covariance of Dir(0.3, 1, 5) from 20000 draws within 4 standard errors."""
+    alpha = np.array([0.3, 1.0, 5.0])
+    draws = np.asarray(jax.jit(dirichlet)(jax.random.key(4), jnp.broadcast_to(
+        jnp.asarray(alpha, jnp.float32), (20000, 3))), np.float64)
+    a0 = alpha.sum()
+    mean = alpha / a0
+    cov = (np.diag(mean) - np.outer(mean, mean)) / (a0 + 1)
+    se = np.sqrt(np.diag(cov) / draws.shape[0])
+    assert np.all(np.abs(draws.mean(0) - mean) <= 4 * se)
+    centred = draws - mean
+    products = centred[:, :, None] * centred[:, None, :]
+    se_cov = products.std(0, ddof=1) / math.sqrt(draws.shape[0])
+    assert np.all(np.abs(products.mean(0) - cov) <= 4 * se_cov + 1e-12)
+
+
+def test_riverswim_optimal_policy_is_non_stationary():
+    """H = 20, S = 6. Derived: from state s at stage h (0-based) the far reward needs
+    5 − s right moves, so when h + 5 − s > H − 1 it is out of reach and left (0.005 in state 0,
+    or a tie at 0 broken to the first action) is optimal; at the first stage right is optimal in
+    every state; and V*₁(0) beats always-left's 20·0.005 = 0.1."""
+    mdp = TabularMDP.riverswim(num_states=6, horizon=20)
+    values, _, policy = backward_induction(mdp)
+    policy = np.asarray(policy)
+    h, s = np.meshgrid(np.arange(20), np.arange(6), indexing="ij")
+    unreachable = h + 5 - s > 19
+    assert np.all(policy[unreachable] == 0)
+    assert np.all(policy[0] == 1)
+    assert np.any(policy[0] != policy[-1])
+    left = evaluate_policy(mdp, jnp.zeros((20, 6), jnp.int32))
+    np.testing.assert_allclose(float(left[0, 0]), 0.1, rtol=1e-5)
+    assert float(values[0, 0]) > float(left[0, 0])
+
+
+def _indifferent_mdp():
+    """Rewards and transitions independent of the action: every policy is optimal."""
+    base = TabularMDP.random(jax.random.key(9), 3, 2, 4)  # the shapes of the RiverSwim below
+    p = jnp.broadcast_to(base.transitions[:, :, :1], base.transitions.shape)
+    r = jnp.broadcast_to(base.rewards[:, :, :1], base.rewards.shape)
+    return TabularMDP(p, r)
+
+
+def test_all_actions_optimal_gives_zero_regret():
+    mdp = _indifferent_mdp()
+    key = jax.random.key(0)
+    runs = [run_psrl(key, mdp, _EPISODES, variant="psrl"),
+            run_psrl(key, mdp, _EPISODES, variant="pi0", disagreement="value_gap"),
+            run_psrl(key, mdp, _EPISODES, variant="pi0", store_trajectories=True),
+            run_ucbvi(key, mdp, _EPISODES)]
+    for info in runs:
+        assert float(jnp.max(jnp.abs(info.regret))) <= 1e-5
+        assert bool(jnp.all(info.optimal))
+
+
+def test_counts_grow_by_exactly_the_trajectory():
+    mdp = TabularMDP.riverswim(num_states=3, horizon=4)
+    start = jax.random.randint(jax.random.key(1), (1, 3, 2, 3), 0, 5)
+    info = run_psrl(jax.random.key(3), mdp, _EPISODES, variant="pi0", initial_counts=start,
+                    store_trajectories=True)
+    states, actions = np.asarray(info.states), np.asarray(info.actions)
+    expected = np.asarray(start).copy()
+    for k in range(_EPISODES):
+        for h in range(4):
+            expected[0, states[k, h], actions[k, h], states[k, h + 1]] += 1
+    np.testing.assert_array_equal(np.asarray(info.counts), expected)
+    assert np.all(states[:, 0] == 0)
+
+
+def test_huge_counts_stop_disagreement():
+    """Counts ≈ 10⁷·P at the true transitions: π̂ = π* and the test never fires; with no data
+    it fires (so the assertion can fail)."""
+    mdp = TabularMDP.riverswim(num_states=3, horizon=4)
+    huge = jnp.round(1e7 * mdp.transitions[:1]).astype(jnp.int32)
+    informed = run_psrl(jax.random.key(3), mdp, _EPISODES, variant="pi0", initial_counts=huge,
+                        store_trajectories=True)
+    assert not bool(jnp.any(informed.explored)) and bool(jnp.all(informed.optimal))
+    blank = run_psrl(jax.random.key(3), mdp, _EPISODES, variant="pi0",
+                     store_trajectories=True)
+    assert bool(jnp.any(blank.explored))
