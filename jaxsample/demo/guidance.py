@@ -1,0 +1,94 @@
+"""Demo section: guided diffusion on a ring of Gaussians — TAG under strong classifier guidance,
+and NDTM fiber sampling of a linear feature map, both with the exact Gaussian-mixture ε-predictor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsample.demo import Section, SectionReport
+
+NUM_STEPS = 30
+NUM_SAMPLES = 512
+OMEGAS = (0.0, 1.0)
+
+
+def run(key: jax.Array, outdir: Path) -> SectionReport:
+    import matplotlib.pyplot as plt
+    import scipy.stats
+
+    from jaxsample.diagnostics import mmd
+    from jaxsample.diffusion import guidance
+
+    prior = guidance.ring_of_gaussians(8, dim=2, std=0.1)
+    schedule = guidance.VPSchedule("linear")
+    eps = prior.eps_model(schedule)
+    predictor = prior.time_predictor(schedule, guidance.time_grid(NUM_STEPS))
+    start_key, target_key, fiber_key = jax.random.split(key, 3)
+    x_T = jax.random.normal(start_key, (NUM_SAMPLES, 2))
+    target = prior.means[:1] + 0.1 * jax.random.normal(target_key, (NUM_SAMPLES, 2))
+    bound = scipy.stats.chi2.ppf(scipy.stats.chi2.cdf(9, 1), 2)     # "3σ" in 2-D
+
+    @jax.jit
+    def guided(omega):   # one compilation for every ω (traced)
+        return guidance.ddim_sample(key, eps, schedule, x_T, num_steps=NUM_STEPS, guidance=[
+            guidance.classifier_guidance(prior.classifier(schedule, 0), 10.0),
+            guidance.tag(predictor, omega)])
+
+    rows, samples = [], {}
+    for omega in OMEGAS:
+        x0, info = guided(jnp.float32(omega))
+        d2 = jnp.min(jnp.sum((x0[:, None, :] - prior.means[None]) ** 2, -1), 1) / 0.01
+        samples[omega] = np.asarray(x0)
+        rows.append([f"TAG ω = {omega:g}", float(jnp.mean(d2 <= bound)),
+                     float(mmd(x0, target, 0.1)), float(info.time_gap.mean())])
+
+    # the fiber {x : x₂ = sin(π/4)} crosses components 1 and 3
+    query = prior.means[1]
+    cost = guidance.fiber_cost(lambda x: x[1:], query)
+    fiber, info = guidance.ndtm_sample(fiber_key, eps, schedule, x_T, cost, num_steps=NUM_STEPS,
+                                       inner_steps=5, learning_rate=0.05, terminal_weight=5.0,
+                                       learning_rate_schedule="constant", eta=1.0)
+    exact = prior.condition_linear(jnp.array([[0.0, 1.0]]), query[1:]).sample(fiber_key,
+                                                                               NUM_SAMPLES)
+    rows.append(["NDTM fiber x₂ = x_q,₂", float(jnp.mean(jnp.abs(fiber[:, 1] - query[1]) < 0.1)),
+                 float(mmd(fiber, exact, 0.1)), float(jnp.median(jnp.sqrt(info.final_cost)))])
+
+    figure = Path(outdir) / "guidance_ring.png"
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.4), sharex=True, sharey=True)
+    ring = np.asarray(prior.means)
+    for ax, omega in zip(axes[:2], OMEGAS, strict=True):
+        ax.scatter(*ring.T, marker="+", c="k", s=30, zorder=1)
+        ax.scatter(*samples[omega].T, s=3, alpha=0.5, zorder=2)
+        ax.set_title(f"classifier scale 10, TAG ω = {omega:g}")
+    fiber = np.asarray(fiber)
+    axes[2].scatter(*fiber.T, s=3, alpha=0.5, label="NDTM")
+    axes[2].scatter(*np.asarray(exact).T, s=3, alpha=0.3, label="exact fiber law")
+    axes[2].scatter(*ring.T, marker="+", c="k", s=30)
+    axes[2].set_title("fiber of φ(x) = x₂")
+    axes[2].legend(loc="lower left", fontsize=7)
+    for ax in axes:
+        ax.set_aspect("equal")
+        ax.set_xlim(-1.5, 1.5)
+        ax.set_ylim(-1.3, 1.3)
+    fig.tight_layout()
+    fig.savefig(figure, dpi=120)
+    plt.close(fig)
+    return SectionReport(
+        headers=["sampler", "precision (≤ 3σ) / share near x_q", "MMD", "time gap / residual"],
+        rows=rows,
+        figures=[figure],
+        note=f"DDIM (η = 0), {NUM_STEPS} steps, exact ε and Bayes time predictor: scale-10 "
+        "classifier guidance throws samples off the ring; TAG pulls them back (precision, MMD "
+        "to the target component and the mean time gap). NDTM (η = 1, M = 5, w_term = 5) "
+        "samples the fiber: the last row gives the share within 1σ of the fiber, the MMD to exact "
+        "fiber draws and the median residual |x₂ − x_q,₂|.",
+    )
+
+
+SECTION = Section(name="guidance", title="Guided diffusion: TAG temporal alignment and NDTM "
+                  "fiber sampling", run=run, order=37)
