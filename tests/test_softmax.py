@@ -48,21 +48,18 @@ def test_build_index_from_ids_and_split():
     np.testing.assert_allclose(jnp.exp(log_q).sum(1), 1, atol=1e-5)
 
 
-def test_kmeans_index_sized_for_the_draws_with_static_shapes():
-    """k-means clusters are cut to recommended_sizes' cap; static_shapes pads every rebuild to
-    the same shapes (K + ceil(N / m) clusters of m slots), the padding clusters empty (log size
+def test_static_shapes_pad_every_rebuild_alike():
+    """static_shapes pads an index to K + ceil(N / m) clusters of m slots whatever the partition
+    (a training loop's rebuilds share compilations); the padding clusters are empty (log size
     -inf: never drawn, tests/kernels/test_softmax.py)."""
-    x, _ = items_and_ids()
-    cap = softmax.recommended_sizes(N, num_samples=4)[1]
-    assert cap == 2  # ceil(sqrt(48 / 4) / 2)
-    built = [softmax.build_index(x, key=jax.random.key(seed), num_clusters=K, num_samples=4,
-                                 max_iterations=3, static_shapes=True) for seed in (0, 1)]
-    for index in built:
-        assert (index.num_clusters, index.max_cluster_size) == (K + N // cap, cap)
-        assert np.bincount(np.asarray(index.cluster_ids)).max() <= cap
+    x, ids = items_and_ids()
+    built = [softmax.build_index(x, cluster_ids=c, max_cluster_size=7, static_shapes=True)
+             for c in (ids, (ids + 1) % K)]
     assert jax.tree.map(jnp.shape, built[0]) == jax.tree.map(jnp.shape, built[1])
-    for index in built:  # clusters no item is in are padding: empty, log size -inf
+    for index in built:
+        assert (index.num_clusters, index.max_cluster_size) == (K + -(-N // 7), 7)
         used = np.bincount(np.asarray(index.cluster_ids), minlength=index.num_clusters) > 0
+        assert used.sum() == sum(-(-s // 7) for s in SIZES)
         np.testing.assert_array_equal(np.isneginf(np.asarray(index.stats.log_size)), ~used)
 
 
