@@ -329,6 +329,13 @@ def set_log_scores(atoms, coherence_logits, availability_logits):
     coherence = check_array("coherence_logits", coherence_logits, dtype=availability.dtype,
                             finite=True)
     atoms = check_array("atoms", atoms, kind="integer")
+    if atoms.ndim < 1:
+        raise ValueError(f"atoms must have shape (..., L), got {atoms.shape}")
+    return _set_log_scores(atoms, coherence, availability)
+
+
+@jax.jit
+def _set_log_scores(atoms, coherence, availability):
     log_probs = jax.nn.log_softmax(availability, axis=-1)
     flat = atoms.reshape((-1, atoms.shape[-1]))
     coh = _unary_and_pairs(coherence, flat).reshape(atoms.shape[:-1])
