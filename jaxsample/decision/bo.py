@@ -216,6 +216,19 @@ def _log_evidence(log_params, eigenvalues, cross2, scatter_y, dof):
     return -0.5 * (dof * math.log(2 * math.pi) + logdet + quad)
 
 
+@functools.partial(jax.jit, static_argnames=("dim", "dtype"))
+def _init(dim: int, dtype, prior_scale, noise) -> BOState:
+    zero = jnp.zeros((), dtype)
+    prior_scale = jnp.asarray(prior_scale, dtype)
+    return BOState(
+        count=jnp.zeros((), jnp.int32), mean_x=jnp.zeros(dim, dtype), mean_y=zero,
+        scatter=jnp.zeros((dim, dim), dtype), cross=jnp.zeros(dim, dtype), scatter_y=zero,
+        noise=jnp.asarray(noise, dtype), prior_scale=prior_scale,
+        sqrt_cov=prior_scale * jnp.eye(dim, dtype=dtype), mean=jnp.zeros(dim, dtype),
+        best_x=jnp.zeros(dim, dtype), best_y=jnp.asarray(-jnp.inf, dtype),
+        nonfinite=jnp.zeros((), bool))
+
+
 @jax.jit
 def _state_log_evidence(state: BOState) -> jax.Array:
     g, q = jnp.linalg.eigh(state.scatter)
@@ -411,16 +424,7 @@ class SphericalLinearBO(eqx.Module):
         dtype = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
         if not jnp.issubdtype(dtype, jnp.floating):
             raise TypeError(f"dtype must be a float dtype, got {dtype}")
-        d = self.dim
-        zero = jnp.zeros((), dtype)
-        prior_scale = jnp.asarray(self.prior_scale, dtype)
-        return BOState(
-            count=jnp.zeros((), jnp.int32), mean_x=jnp.zeros(d, dtype), mean_y=zero,
-            scatter=jnp.zeros((d, d), dtype), cross=jnp.zeros(d, dtype), scatter_y=zero,
-            noise=jnp.asarray(self.noise, dtype), prior_scale=prior_scale,
-            sqrt_cov=prior_scale * jnp.eye(d, dtype=dtype), mean=jnp.zeros(d, dtype),
-            best_x=jnp.zeros(d, dtype), best_y=jnp.asarray(-jnp.inf, dtype),
-            nonfinite=jnp.zeros((), bool))
+        return _init(self.dim, dtype, self.prior_scale, self.noise)
 
     def encode(self, x: jax.Array) -> jax.Array:
         """Directions ``x/‖x‖`` of latents ``x`` (``(..., D)``)."""
@@ -499,8 +503,8 @@ class SphericalLinearBO(eqx.Module):
             raise ValueError("batch_size must be 1 with acquisition='mean' (it is deterministic: "
                              "use 'thompson' or 'ucb' for batches)")
         capped = trust_region is not None
-        center = jnp.zeros(self.dim, dtype)
-        angle = jnp.asarray(math.pi, dtype)
+        center = np.zeros(self.dim, dtype)
+        angle = np.asarray(math.pi, dtype)
         if capped:
             if acquisition == "ucb":
                 raise ValueError("trust_region needs acquisition 'thompson' or 'mean' (UCB on "
@@ -517,9 +521,8 @@ class SphericalLinearBO(eqx.Module):
                 angle = trust_region
             angle = check_hyperparameter("trust_region angle", angle, positive=False,
                                          maximum=math.pi)
-            angle = jnp.asarray(angle, dtype)
-        points = _ask(key, state, jnp.asarray(beta, dtype), center, angle, acquisition,
-                      batch_size, capped)
+        points = _ask(key, state, jnp.asarray(beta, dtype), jnp.asarray(center, dtype),
+                      jnp.asarray(angle, dtype), acquisition, batch_size, capped)
         return self.decode(points)
 
     def sample_weights(self, key, state: BOState, num_samples: int = 1) -> jax.Array:
