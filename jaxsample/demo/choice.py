@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxsample.demo import Section, SectionReport
 
-__all__ = ["priority_study", "vocabulary_study"]
+__all__ = ["choice_figure", "matched_ratio", "priority_study", "vocabulary_study"]
 
 PRINCIPLES = ("autonomy", "beneficence", "nonmaleficence", "justice")
 
@@ -30,7 +30,9 @@ def priority_study(key, *, num_agents=30, num_dilemmas=50, panel_beta=2.0, model
     """Panel and two models on one set of dilemmas; fits, entropy and pluralism gap.
 
     Returns a dict with the planted and recovered weights (``w = θ/Σθ``), their intervals, the
-    models' percentiles within the panel, mean decision entropy and the pluralism gap.
+    models' percentiles within the panel (fitted, and under the panel's Beta(4, 12) law), mean
+    decision entropy, the pluralism gap, the dilemmas' features and the models' ``(R, 2, J)``
+    choices.
     """
     import scipy.stats
 
@@ -64,7 +66,7 @@ def priority_study(key, *, num_agents=30, num_dilemmas=50, panel_beta=2.0, model
     return dict(planted=np.concatenate([panel_w, models_w]), weights=weights, law_percentile=law,
                 lower=lower / beta, upper=upper / beta, beta=beta[:, 0], percentile=percentile,
                 panel_entropy=panel_entropy, model_entropy=model_entropy, gap=gap,
-                num_agents=num_agents)
+                num_agents=num_agents, features=features, model_choices=model_choices)
 
 
 def vocabulary_study(key, world, *, num_samples=2000, alien_b=(0.0, 0.5, 1.0, 2.0),
@@ -117,7 +119,8 @@ def matched_ratio(rows):
     return out
 
 
-def _figure(study, rows, path):
+def choice_figure(study, rows, path):
+    """Recovered vs planted priorities (left) and vocabulary vs coherence (right), as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -169,7 +172,7 @@ def _run(key, outdir: Path) -> SectionReport:
     table.append(["panel (mean of 30)", " ".join(f"{v:.2f}" for v in study["weights"][:m].mean(0)),
                   " ".join(f"{v:.2f}" for v in study["planted"][:m].mean(0)), "",
                   f"{study['panel_entropy']:.3f}", ""])
-    figure = _figure(study, rows, Path(outdir) / "choice.png")
+    figure = choice_figure(study, rows, Path(outdir) / "choice.png")
     matched = matched_ratio(rows)
     ratios = ", ".join(f"b={b:g}: {ratio:.2f}x at coherence {c:.2f}"
                        for b, c, _, _, ratio in matched) or "no alien point in range"
