@@ -1,9 +1,10 @@
 """Demo section: Gaussian sampling from smoothed scores in O(log κ) queries vs Chebyshev's √κ.
 
-A 100-d Gaussian whose precision has a log-uniform spectrum on [1, κ] (random rotation). The
-smoothed-score sampler (:func:`jaxsample.gaussian.sample`) and the Chebyshev baseline (plain
-gradients, products Λv) are asked for the same relative accuracy ε = 1e-6; the table shows
-queries per sample, the measured whitened error ‖Λ^{1/2}(x − m) − z‖/‖z‖ and time. Runs in float64.
+A 64-d Gaussian whose precision has a log-uniform spectrum on [1, κ] (random rotation). The
+smoothed-score sampler (:func:`jaxsample.gaussian.sample`) with its default elliptic rule and with
+the paper's sinc rule, and the Chebyshev baseline (plain gradients, products Λv), are asked for
+the same relative accuracy ε = 1e-6 (Chebyshev at κ = 1e6 only); the table shows queries per
+sample, the measured whitened error ‖Λ^{1/2}(x − m) − z‖/‖z‖ and time. Runs in float64.
 """
 
 from __future__ import annotations
@@ -17,41 +18,48 @@ import numpy as np
 
 from jaxsample import gaussian
 from jaxsample.demo import Section, SectionReport
-from jaxsample.kernels.resolvent import sinc_rule
+from jaxsample.kernels.resolvent import elliptic_num_nodes, sinc_rule
 
 
-def _problem(key, dim, kappa):
-    q, _ = jnp.linalg.qr(jax.random.normal(key, (dim, dim), jnp.float64))
-    lam = jnp.geomspace(1.0, kappa, dim)
+def _problem(rng, dim, kappa):
+    """Host-side (NumPy) precision and its square root: eager jnp ops would each compile."""
+    q, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
+    lam = np.geomspace(1.0, kappa, dim)
     precision = (q * lam) @ q.T
-    return 0.5 * (precision + precision.T), (q * jnp.sqrt(lam)) @ q.T
+    return 0.5 * (precision + precision.T), (q * np.sqrt(lam)) @ q.T
+
+
+def _error(x, noise, mean, sqrt_precision):
+    whitened = (np.asarray(x) - mean[None, :]) @ sqrt_precision
+    noise = np.asarray(noise)
+    return float(np.max(np.linalg.norm(whitened - noise, axis=1) / np.linalg.norm(noise, axis=1)))
 
 
 def _run(key: jax.Array, outdir: Path) -> SectionReport:
     import matplotlib.pyplot as plt
 
-    dim, tol, num_samples = 100, 1e-6, 32
+    dim, tol, num_samples = 64, 1e-6, 8
     rows = []
     with jax.enable_x64(True):
-        key_problem, key_mean, key_noise = jax.random.split(key, 3)
-        mean = jax.random.normal(key_mean, (dim,), jnp.float64)
+        key_problem, key_noise = jax.random.split(key)
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(key_problem)))
+        mean_np = rng.standard_normal(dim)
+        mean = jnp.asarray(mean_np)
         z = jax.random.normal(key_noise, (num_samples, dim), jnp.float64)
-        for kappa in (1e2, 1e4, 1e6):
-            precision, sqrt_precision = _problem(key_problem, dim, kappa)
-            oracle = gaussian.smoothed_score_oracle(precision, mean)
+        for kappa in (1e2, 1e6):
+            precision, sqrt_precision = _problem(rng, dim, kappa)
+            oracle = gaussian.smoothed_score_oracle(jnp.asarray(precision), mean)
             spectrum = dict(lambda_min=1.0, lambda_max=kappa, tol=tol)
+            error = lambda x, noise, root=sqrt_precision: _error(x, noise, mean_np, root)
 
-            def error(x, noise, sqrt_precision=sqrt_precision):
-                whitened = (x - mean[None, :]) @ sqrt_precision
-                return float(jnp.max(jnp.linalg.norm(whitened - noise, axis=1)
-                                     / jnp.linalg.norm(noise, axis=1)))
-
-            t0 = time.perf_counter()
-            x, info = gaussian.transform_noise(oracle, z, mean=mean, **spectrum)
-            x.block_until_ready()
-            rows.append([f"{kappa:.0e}", "sinc resolvent (smoothed scores)",
-                         int(info.num_queries) // num_samples, error(x, z),
-                         time.perf_counter() - t0])
+            for rule in ("elliptic", "sinc"):
+                t0 = time.perf_counter()
+                x, info = gaussian.transform_noise(oracle, z, mean=mean, rule=rule, **spectrum)
+                x.block_until_ready()
+                rows.append([f"{kappa:.0e}", f"{rule} resolvent (smoothed scores)",
+                             int(info.num_levels), error(x, z), time.perf_counter() - t0])
+            if kappa < 1e6:  # one baseline run (a compilation per degree) shows the √κ
+                continue
             t0 = time.perf_counter()
             key_cheb = jax.random.key(int(np.log10(kappa)))
             x, info = gaussian.chebyshev_sample(key_cheb, oracle.score, mean=mean,
@@ -64,8 +72,10 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     kappas = np.logspace(1, 10, 19)
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for eps, style in ((1e-3, "--"), (1e-6, "-")):
+        elliptic = [elliptic_num_nodes(1.0, k, eps) for k in kappas]
         sinc = [len(sinc_rule(1.0, k, eps).taus) for k in kappas]
         cheb = [0.5 * np.sqrt(k) * np.log(2 / eps) for k in kappas]
+        ax.loglog(kappas, elliptic, "C2" + style, label=f"elliptic resolvent, ε={eps:g}")
         ax.loglog(kappas, sinc, "C0" + style, label=f"sinc resolvent, ε={eps:g}")
         ax.loglog(kappas, cheb, "C3" + style, label=f"Chebyshev ≈ (√κ/2)log(2/ε), ε={eps:g}")
     measured = [r for r in rows if r[1].startswith("Chebyshev")]
@@ -84,9 +94,9 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
         rows=rows,
         figures=[path],
         note=(f"d = {dim}, ε = {tol:g}, {num_samples} samples, float64. Smoothed-score queries "
-              "grow by a constant per decade of κ; gradient-only Chebyshev grows like √κ. The "
-              "whitened error ‖Λ^{1/2}(x − m) − z‖/‖z‖ is ≤ ~2ε for both (times include "
-              "compilation)."),
+              "grow by a constant per decade of κ (the elliptic rule needs 3–8× fewer than the "
+              "sinc rule); gradient-only Chebyshev grows like √κ. The whitened error "
+              "‖Λ^{1/2}(x − m) − z‖/‖z‖ is ≤ ~2ε for all (times include compilation)."),
     )
 
 
