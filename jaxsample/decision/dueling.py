@@ -269,11 +269,11 @@ def build_kernel(strategy: str, schedule: str):
             arms = jnp.arange(k, dtype=jnp.int32)
             if schedule == "round":
                 room = budget - state.num_duels
-                active = state.alive & (jnp.cumsum(state.alive) <= room)
+                active = state.alive & (jnp.cumsum(state.alive, dtype=jnp.int32) <= room)
                 pointer = state.pointer
             else:
                 order = (arms - state.pointer) % k
-                first = jnp.argmin(jnp.where(state.alive, order, k))
+                first = jnp.argmin(jnp.where(state.alive, order, k)).astype(jnp.int32)
                 active = (arms == first) & state.alive
                 pointer = (first + 1) % k
             won = jax.random.uniform(key_duel, (k,), dtype) < probs[arms, opponent]
