@@ -70,10 +70,11 @@ def test_exact_sampler_is_the_enumerated_tilted_law():
 
 def test_chunked_enumeration_equals_dense():
     world = _world()
+    # 4000 draws: the dense call shares the compilation of the test above
     dense = choice.tilted_sample(jax.random.key(2), world.coherence_logits,
-                                 world.availability_logits, 64)
+                                 world.availability_logits, 4000)
     chunked = choice.tilted_sample(jax.random.key(2), world.coherence_logits,
-                                   world.availability_logits, 64, chunk_size=10)
+                                   world.availability_logits, 4000, chunk_size=10)
     np.testing.assert_array_equal(chunked[0], dense[0])
     np.testing.assert_allclose(chunked[1].log_normalizer, dense[1].log_normalizer, rtol=1e-6)
 

@@ -231,7 +231,7 @@ def fit_value_priorities(choices, option_features, *, l2=1.0, key=None,
 
     Example:
         >>> import jax
-        >>> panel = synthetic_panel(jax.random.key(0), 1, 200, decisiveness=3.0)
+        >>> panel = synthetic_panel(jax.random.key(0), 30, 50)
         >>> theta, info = fit_value_priorities(panel.choices[0], panel.option_features, l2=0.1)
         >>> theta.shape, bool(info.converged), int(info.design_rank)
         ((4,), True, 4)
@@ -250,6 +250,8 @@ def fit_value_priorities(choices, option_features, *, l2=1.0, key=None,
     if tolerance is None:
         tolerance = 1e-8 if features.dtype == jnp.float64 else 1e-4
     tolerance = check_number("tolerance", tolerance)
+    if key is None:
+        num_resamples = 0  # unused: one compilation of the Laplace path whatever was passed
     return _fit_jit(key, features, choices, l2, num_resamples=num_resamples, level=level,
                     max_iterations=max_iterations, tolerance=tolerance)
 
