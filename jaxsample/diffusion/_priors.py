@@ -96,21 +96,13 @@ class GaussianMixturePrior(eqx.Module):
         elif covariances.shape != (num, dim, dim):
             raise ValueError(f"covariances must have shape (K, d, d), (K, d) or (K,) with "
                              f"(K, d) = {(num, dim)}, got {covariances.shape}")
-        if is_concrete(weights) and not bool(jnp.all(weights > 0)):
+        if is_concrete(weights) and not bool(np.all(np.asarray(weights) > 0)):
             raise ValueError("weights must be positive")
-        covariances = 0.5 * (covariances + jnp.swapaxes(covariances, 1, 2))
-        eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
-        scale = jnp.max(jnp.abs(eigenvalues), axis=-1, keepdims=True)
-        tolerance = 100 * dim * jnp.finfo(means.dtype).eps * scale
-        if is_concrete(eigenvalues) and bool(jnp.any(eigenvalues < -tolerance)):
-            raise ValueError("covariances must be positive semi-definite")
-        self.log_weights = log_normalize(jnp.log(weights))
+        (self.log_weights, self.covariances, self.eigenvalues, self.eigenvectors,
+         self.projected_means, psd) = _decompose(weights, means, covariances)
         self.means = means
-        self.covariances = covariances
-        # round-off below the tolerance is a zero eigenvalue (exact for a fiber law's directions)
-        self.eigenvalues = jnp.where(eigenvalues > tolerance, eigenvalues, 0)
-        self.eigenvectors = eigenvectors
-        self.projected_means = jnp.einsum("kij,ki->kj", eigenvectors, means)
+        if is_concrete(psd) and not bool(psd):
+            raise ValueError("covariances must be positive semi-definite")
 
     @property
     def dim(self) -> int:
@@ -225,6 +217,23 @@ class GaussianMixturePrior(eqx.Module):
         """``log p_t(k | x)`` of one component as a module ``(x, t) -> scalar``, for guidance."""
         component = check_int("component", component, 0, self.num_components - 1)
         return _PriorClassifier(self, _check_schedule(schedule), component)
+
+
+@jax.jit
+def _decompose(weights, means, covariances):
+    """Normalised log-weights, symmetrised covariances and their eigen-decompositions (one
+    compilation per shape instead of a dozen eager dispatches)."""
+    dim = means.shape[1]
+    covariances = 0.5 * (covariances + jnp.swapaxes(covariances, 1, 2))
+    eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
+    scale = jnp.max(jnp.abs(eigenvalues), axis=-1, keepdims=True)
+    tolerance = 100 * dim * jnp.finfo(means.dtype).eps * scale
+    psd = jnp.all(eigenvalues >= -tolerance)
+    # round-off below the tolerance is a zero eigenvalue (exact for a fiber law's directions)
+    eigenvalues = jnp.where(eigenvalues > tolerance, eigenvalues, 0)
+    projected_means = jnp.einsum("kij,ki->kj", eigenvectors, means)
+    return (log_normalize(jnp.log(weights)), covariances, eigenvalues, eigenvectors,
+            projected_means, psd)
 
 
 class _PriorEps(eqx.Module):
