@@ -126,7 +126,8 @@ def _saber_table(size):
         seconds, (pop, cond, anch, conv), (_, _, anch_zi, conv_zi) = _saber_predictions(
             successes)
         t0 = time.perf_counter()
-        plug = np.mean(-np.expm1(N_TARGET * np.log1p(-successes / N_OBSERVED)), axis=1)
+        with np.errstate(divide="ignore"):   # θ̂ = 1: log1p(-1) = -inf, ASR 1 (exact)
+            plug = np.mean(-np.expm1(N_TARGET * np.log1p(-successes / N_OBSERVED)), axis=1)
         carry = np.mean(successes > 0, axis=1)
         baseline_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
