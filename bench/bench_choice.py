@@ -34,11 +34,14 @@ from jaxsample.demo.choice import matched_ratio, vocabulary_study
 
 _SIZES = {
     "quick": dict(dilemmas=50, big_dilemmas=2_000, atoms=300, topics=10, samples=200,
-                  proposals=32, exact_atoms=60, sklearn=True),
+                  proposals=32, exact_atoms=60, sklearn=True, bootstrap=False,
+                  sir_proposals=(4_096,)),
     "full": dict(dilemmas=50, big_dilemmas=100_000, atoms=10_000, topics=100, samples=1000,
-                 proposals=16, exact_atoms=183, sklearn=True),
+                 proposals=16, exact_atoms=183, sklearn=True, bootstrap=True,
+                 sir_proposals=(4_096, 65_536)),
     "gpu": dict(dilemmas=50, big_dilemmas=1_000_000, atoms=10_000, topics=100, samples=1000,
-                proposals=64, exact_atoms=393, sklearn=False),
+                proposals=64, exact_atoms=393, sklearn=False, bootstrap=True,
+                sir_proposals=(4_096, 65_536)),
 }
 _CPU_GPU = dict(big_dilemmas=200_000, exact_atoms=183)
 L2 = 0.1
@@ -119,7 +122,10 @@ def _attribution_table(config, key):
         return choice.fit_value_priorities(c, f, l2=L2, key=jax.random.key(3),
                                            num_resamples=32)
 
-    for name, fn in (("fit (Laplace)", fit_big), ("fit + bootstrap (32)", boot_big)):
+    fits = [("fit (Laplace)", fit_big)]
+    if config["bootstrap"]:  # skipped at quick size (its compilation dominates a CI run)
+        fits.append(("fit + bootstrap (32)", boot_big))
+    for name, fn in fits:
         secs, (est, inf) = time_fn(fn, big_panel.choices[0], big_panel.option_features,
                                    repeats=2)
         rows.append(Row(f"1 agent, {big:,} dilemmas", f"jaxsample {name}", dict(
@@ -192,7 +198,7 @@ def _exact_vs_sir_table(config, key):
     rows.append(Row(f"C({num_atoms}, 3) = {num_sets:,} sets, n = {n}", "exact (enumerate)",
                     dict(atom_tv_to_exact=_tv_marginals(exact, reference, num_atoms)), secs,
                     peer=True))
-    for m in (4_096, 65_536):
+    for m in config["sir_proposals"]:
         sir_fn = jax.jit(lambda k, m=m: choice.tilted_sample(k, *args, method="sir",
                                                               num_proposals=m, chunk_size=4096))
         secs, (draws, info) = time_fn(sir_fn, jax.random.key(3), repeats=2)
