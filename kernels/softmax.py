@@ -518,15 +518,8 @@ def split_keys(key, num_queries: int, num_samples: int):
 @functools.partial(jax.jit, static_argnames=("num_samples",))
 def draw_clusters(keys, logits, num_samples: int):
     """``num_samples`` clusters per row of ``logits`` (``(B, K)``) by inverse CDF, with their
-    ``log_softmax(logits)``; ``keys``: ``(B,)``, one per row.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> logits = jnp.log(jnp.array([[0.0, 1.0]]))
-        >>> clusters, log_p = draw_clusters(jax.random.split(jax.random.key(0), 1), logits, 3)
-        >>> clusters.tolist(), log_p.tolist()
-        ([[1, 1, 1]], [[0.0, 0.0, 0.0]])
-    """
+    ``log_softmax(logits)``; ``keys``: ``(B,)``, one per row (the first stage of
+    :func:`two_level_sample`, whose example runs it)."""
     clusters = jax.vmap(lambda k, row: categorical(k, row, (num_samples,)))(keys, logits)
     return clusters, jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), clusters, axis=1)
 
