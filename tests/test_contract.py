@@ -13,24 +13,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from contract import KEY
-from contract import choice_alien  # noqa: E402
-from contract import choice_pluralism  # noqa: E402
-from contract import decision_bo  # noqa: E402
-from contract import decision_dueling  # noqa: E402
-from contract import decision_psrl  # noqa: E402
-from contract import diffusion_guidance  # noqa: E402
-from contract import diffusion_shs  # noqa: E402
-from contract import diffusion_vmf  # noqa: E402
-from contract import gaussian_resolvent  # noqa: E402
-from contract import mcmc_stopping  # noqa: E402
-from contract import particles_etd  # noqa: E402
-from contract import particles_mmsold  # noqa: E402
-from contract import risk_best_of_n  # noqa: E402
-from contract import risk_saber  # noqa: E402
-from contract import softmax_two_level  # noqa: E402
-from contract import subset_coverage  # noqa: E402
-from contract import subset_leverage  # noqa: E402
+from contract import (
+    KEY,
+    choice_alien,
+    choice_pluralism,
+    decision_bo,
+    decision_dueling,
+    decision_psrl,
+    diffusion_guidance,
+    diffusion_shs,
+    diffusion_vmf,
+    gaussian_resolvent,
+    mcmc_stopping,
+    particles_etd,
+    particles_mmsold,
+    risk_best_of_n,
+    risk_saber,
+    softmax_two_level,
+    subset_coverage,
+    subset_leverage,
+)
 
 import jaxsample.core
 
@@ -121,6 +123,7 @@ def test_jit_equals_eager_and_compiles_once(entry):
     dtype = entry.dtypes[0]
     with _with_dtype(dtype):
         fn = entry.build(jnp.dtype(dtype))
+        chex.clear_trace_counter()   # the counter's key can repeat across entries (see below)
         jitted = jax.jit(chex.assert_max_traces(fn, n=1))
         key_a, key_b = jax.random.split(KEY)
         _assert_close(jitted(key_a), fn(key_a), _tolerance(entry, dtype), entry.exact_ints,
@@ -159,6 +162,9 @@ def test_hyperparameter_is_traced(entry):
         for i, single in enumerate((first, second)):
             _assert_close(jax.tree.map(lambda leaf, i=i: leaf[i], batched), single,
                           _tolerance(entry, dtype), entry.exact_ints, f"vmap over h[{i}]")
+        # chex keys its counter by the call stack and the lambda's source line, which entries
+        # share (`lambda key, h: _run(key, dtype, h)`): start from zero for this entry
+        chex.clear_trace_counter()
         jitted = jax.jit(chex.assert_max_traces(fn, n=1))
         jitted(KEY, jnp.asarray(h0, dtype))
         jitted(KEY, jnp.asarray(h1, dtype))
