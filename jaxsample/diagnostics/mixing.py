@@ -93,17 +93,21 @@ def fp_generator(potential, temperature, dx) -> tuple[jax.Array, jax.Array]:
     return _fp_generator(potential, temperature, dx)
 
 
+def _sqra_rates(potential, temperature, dx):
+    """SQRA rates ``(Q_{i,i+1}, Q_{i+1,i}, T/Δx²)`` of neighbouring grid cells."""
+    t = jnp.asarray(temperature, potential.dtype)
+    scale = t / jnp.asarray(dx, potential.dtype) ** 2
+    dv = jnp.diff(potential) / (2 * t)
+    return scale * jnp.exp(-dv), scale * jnp.exp(dv), scale
+
+
 @jax.jit
 def _fp_generator(potential, temperature, dx):
     with jax.named_scope("fp_generator"):
-        t = jnp.asarray(temperature, potential.dtype)
-        scale = t / jnp.asarray(dx, potential.dtype) ** 2
-        dv = jnp.diff(potential) / (2 * t)
-        right = scale * jnp.exp(-dv)    # Q_{i,i+1}
-        left = scale * jnp.exp(dv)      # Q_{i+1,i}
+        right, left, scale = _sqra_rates(potential, temperature, dx)
         zero = jnp.zeros((1,), potential.dtype)
         diag = -(jnp.concatenate([right, zero]) + jnp.concatenate([zero, left]))
-        return diag, jnp.full(dv.shape, scale)
+        return diag, jnp.full(right.shape, scale)
 
 
 def rate_matrix(potential, temperature, dx) -> jax.Array:
@@ -116,10 +120,8 @@ def rate_matrix(potential, temperature, dx) -> jax.Array:
 
 @jax.jit
 def _rate_matrix(potential, temperature, dx):
-    t = jnp.asarray(temperature, potential.dtype)
-    scale = t / jnp.asarray(dx, potential.dtype) ** 2
-    dv = jnp.diff(potential) / (2 * t)
-    q = jnp.diag(scale * jnp.exp(-dv), 1) + jnp.diag(scale * jnp.exp(dv), -1)
+    right, left, _ = _sqra_rates(potential, temperature, dx)
+    q = jnp.diag(right, 1) + jnp.diag(left, -1)
     return q - jnp.diag(jnp.sum(q, axis=1))
 
 
