@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.special
 import scipy.stats
+from _stats import chisquare_pvalue
 
 from jaxsample import choice
 from jaxsample.choice import alien
@@ -41,16 +42,6 @@ def _set_index(samples):
     return np.array([lookup[tuple(s)] for s in np.asarray(samples).tolist()])
 
 
-def _chi_square_p(counts, probs):
-    """Pearson's p-value with cells of expected count < 5 pooled into one."""
-    expected = counts.sum() * probs
-    small = expected < 5
-    observed = np.append(counts[~small], counts[small].sum())
-    expected = np.append(expected[~small], expected[small].sum())
-    keep = expected > 0
-    return scipy.stats.chisquare(observed[keep], expected[keep]).pvalue
-
-
 def test_exact_sampler_is_the_enumerated_tilted_law():
     # (a, b) = (1, 0) is coherence sampling, (0, 0) the uniform law on sets; a and b are traced,
     # so the four laws share one compilation
@@ -63,7 +54,7 @@ def test_exact_sampler_is_the_enumerated_tilted_law():
         np.testing.assert_allclose(info.log_target - info.log_normalizer, log_pi[index],
                                    atol=1e-4)
         counts = np.bincount(index, minlength=len(SETS))
-        assert _chi_square_p(counts, np.exp(log_pi)) > P_VALUE, (a, b)
+        assert chisquare_pvalue(counts, np.exp(log_pi)) > P_VALUE, (a, b)
     # a = b = 0: every set equally likely
     np.testing.assert_allclose(_log_target(world, 0.0, 0.0), -np.log(len(SETS)))
 

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _stats import chisquare_pvalue
 from contract import diffusion_shs as contract_entry
 from jax.sharding import NamedSharding, PartitionSpec
-from scipy import stats
 
 from jaxsample.diffusion import shs
 from jaxsample.diffusion._processes import PROCESSES
@@ -47,21 +47,8 @@ def _codes(tokens, k):
     return tokens @ (k ** np.arange(tokens.shape[-1] - 1, -1, -1))
 
 
-def _chisquare_pvalue(counts, probs):
-    """Chi-square goodness of fit; cells with expected count < 5 are merged into one."""
-    counts, probs = np.asarray(counts, float), np.asarray(probs, float)
-    expected = probs * counts.sum()
-    keep = expected >= 5
-    obs, exp = list(counts[keep]), list(expected[keep])
-    if expected[~keep].sum() > 0:
-        obs.append(counts[~keep].sum())
-        exp.append(expected[~keep].sum())
-    obs, exp = np.array(obs), np.array(exp)
-    return stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
-
-
 def _chisquare_ok(counts, probs):
-    return _chisquare_pvalue(counts, probs) > P_VALUE
+    return chisquare_pvalue(counts, probs) > P_VALUE
 
 
 def _channel(alpha, k):
@@ -328,7 +315,7 @@ def test_weyl_sampler_sharded_over_four_devices_matches_its_exact_law():
         weyl, bernoulli = (_exact_law(data, shs.Flow(), seq_len, num_steps, rule)
                            for rule in ("weyl", "bernoulli"))
     assert _chisquare_ok(counts, weyl)
-    assert _chisquare_pvalue(counts, bernoulli) < P_VALUE
+    assert chisquare_pvalue(counts, bernoulli) < P_VALUE
 
 
 # -- windowed Weyl: consistent; traced settings ---------------------------------------------------

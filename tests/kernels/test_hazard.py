@@ -8,6 +8,7 @@ chi-square test at p = 1e-4.
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _stats import chisquare_pvalue
 from scipy import stats
 
 from jaxsample.kernels import hazard
@@ -48,16 +49,7 @@ def _poisson_binomial(probs):
 
 
 def _chisquare_ok(counts, probs):
-    """Chi-square goodness of fit; cells with expected count < 5 are merged into one."""
-    counts, probs = np.asarray(counts, float), np.asarray(probs, float)
-    expected = probs * counts.sum()
-    keep = expected >= 5
-    obs, exp = list(counts[keep]), list(expected[keep])
-    if expected[~keep].sum() > 0:
-        obs.append(counts[~keep].sum())
-        exp.append(expected[~keep].sum())
-    obs, exp = np.array(obs), np.array(exp)
-    return stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue > P_VALUE
+    return chisquare_pvalue(counts, probs) > P_VALUE
 
 
 def _weyl_row_count_pmf(probs):
