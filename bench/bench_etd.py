@@ -62,9 +62,24 @@ def _svgd_run(logdensity_fn, x0, num_steps, learning_rate, keep_every):
                                  learning_rate=learning_rate, keep_every=keep_every), x0)
 
 
+def _damv_systems(alg, key, d, num_steps, num_systems):
+    """DAMV after ``num_steps`` of ``num_systems`` independent systems (init N(0, 4I))."""
+
+    def one(k):
+        k0, k1 = jax.random.split(k)
+        state, _ = jaxsample.run(k1, alg, alg.init(2.0 * jax.random.normal(k0, (NUM_PARTICLES, d))),
+                                 num_steps)
+        return damv(state.positions)
+
+    keys = jax.random.split(jax.random.fold_in(key, 1), num_systems)
+    return np.asarray(jax.jit(jax.vmap(one))(keys), np.float64)
+
+
 def _variance_collapse(quick):
     dims = (50,) if quick else (2, 10, 25, 50, 100)
     etd_steps, svgd_steps = (30, 150) if quick else (100, 500)
+    num_systems = 4 if quick else 8
+    etd50 = None
     rows = []
     for d in dims:
         case = f"N(0, I_{d})"
@@ -81,22 +96,37 @@ def _variance_collapse(quick):
             "DAMV": float(damv(path[-1])), "energy dist.": float(energy_distance(path[-1],
                                                                                  reference)),
             "distinct": NUM_PARTICLES, "steps": svgd_steps}, seconds, peer=True))
-        variants = [("ETD (score)", jax.grad(logdensity)), ("ETD (score-free)", None)]
-        for name, score in variants[:1] if quick else variants:
-            alg = jaxsample.etd(logdensity, score_fn=score)
+        variants = [("ETD (score)", jax.grad(logdensity), {}),
+                    ("ETD (score-free)", None, {})]
+        if d == 50 and not quick:
+            variants.append(("ETD (score, ensemble preconditioner)", jax.grad(logdensity),
+                             dict(preconditioner="ensemble")))
+        for name, score, extra in variants[:1] if quick else variants:
+            alg = jaxsample.etd(logdensity, score_fn=score, **extra)
             seconds, (state, _, info) = _etd_run(alg, x0, k_run, etd_steps, etd_steps)
+            systems = _damv_systems(alg, key, d, etd_steps, num_systems)
             rows.append(Row(case, name, {
                 "DAMV": float(damv(state.positions)),
+                f"DAMV ({num_systems} systems)": f"{systems.mean():.3f} ± "
+                                                 f"{systems.std(ddof=1) / num_systems**0.5:.3f}",
                 "energy dist.": float(energy_distance(state.positions, reference)),
                 "distinct": int(info.num_distinct[-1, -1]), "steps": etd_steps}, seconds))
+            if (d, name) == (50, "ETD (score)"):
+                etd50 = systems
     by = {(r.case, r.method): r.metrics["DAMV"] for r in rows}
-    etd50, svgd50 = by.get(("N(0, I_50)", "ETD (score)")), by.get(("N(0, I_50)", "BlackJAX SVGD"))
-    met = etd50 is not None and etd50 >= 0.9 and svgd50 < 0.9
+    svgd50 = by.get(("N(0, I_50)", "BlackJAX SVGD"))
+    mean50, se50 = etd50.mean(), etd50.std(ddof=1) / num_systems**0.5
+    met = mean50 >= 0.9 and svgd50 < 0.9
     return BenchTable(
         "ETD: variance collapse on N(0, I_d), 100 particles, init N(0, 4I)",
         rows,
         notes=[f"Goal DAMV >= 0.9 at d = 50 where SVGD is far below: "
-               f"{'met' if met else 'missed'} (ETD {etd50:.3f}, SVGD {svgd50:.3f}).",
+               f"{'met' if met else 'missed'} (ETD {mean50:.3f} ± {se50:.3f} over "
+               f"{num_systems} independent systems, per system "
+               f"{etd50.min():.3f}-{etd50.max():.3f}; SVGD {svgd50:.3f}).",
+               "'DAMV' is the timed system's (one seed); a single system's DAMV has sd "
+               "~0.07 at d = 50 across seeds, so one seed cannot decide a 0.9 goal: the goal "
+               "is read from the mean over independent systems (± its standard error).",
                "ETD defaults: M = 25, eps = 0.1, alpha = 0.5, balanced, categorical. SVGD: RBF, "
                "median heuristic, Adam lr 0.05. 'distinct': distinct proposals taken at the last "
                "step. Score-free ETD keeps the spread but its mean drifts in high d (see energy "
@@ -112,8 +142,25 @@ def _ring_mixture(num_modes, dim, separation):
     return GaussianMixture(jnp.asarray(means), 1.0)
 
 
+def _fast_logdensity(target):
+    """``target.logdensity`` in closed form for an isotropic mixture (same values to
+    round-off). ``GaussianMixture.logdensity`` does one triangular solve per component and
+    point, which XLA:CPU runs as a batched solve: 48 ms for the 2 500 proposals of one ETD step
+    on the 2-D mixture against 0.4 ms here. SVGD and ETD both get this function."""
+    means = target.means
+    sd = jnp.sqrt(target.covs[:, 0, 0])
+    log_w = jnp.log(target.weights) - target.dim * jnp.log(sd) - 0.5 * target.dim * np.log(
+        2 * np.pi)
+
+    def logdensity(x):
+        sq = jnp.sum(jnp.square(x[None, :] - means.astype(x.dtype)), axis=1)
+        return jax.nn.logsumexp(log_w.astype(x.dtype) - 0.5 * sq / jnp.square(sd).astype(x.dtype))
+
+    return logdensity
+
+
 def _mixtures(quick):
-    etd_steps, svgd_steps, every = (40, 200, 10) if quick else (100, 500, 10)
+    etd_steps, svgd_steps, every = (40, 200, 2) if quick else (100, 500, 2)
     cases = [
         ("2-D, 4 modes", GaussianMixture(
             jnp.array([[3.0, 3.0], [3.0, -3.0], [-3.0, 3.0], [-3.0, -3.0]]), 1.0), 5.0, {}),
@@ -131,14 +178,15 @@ def _mixtures(quick):
                                  minlength=target.num_components)
             return f"{int((counts > 0).sum())}/{target.num_components} (min {counts.min()})"
 
-        svgd_seconds, path = _svgd_run(target.logdensity, x0, svgd_steps, 0.1, svgd_steps)
+        logdensity = _fast_logdensity(target)
+        svgd_seconds, path = _svgd_run(logdensity, x0, svgd_steps, 0.1, svgd_steps)
         svgd_ed = float(energy_distance(path[-1], reference))
         rows.append(Row(case, "BlackJAX SVGD", {
             "modes hit": coverage(path[-1]), "energy dist.": svgd_ed, "steps": svgd_steps,
             "time to SVGD's e.d. (s)": None}, svgd_seconds, peer=True))
-        variants = [("ETD (score)", jax.grad(target.logdensity)), ("ETD (score-free)", None)]
+        variants = [("ETD (score)", jax.grad(logdensity)), ("ETD (score-free)", None)]
         for name, score in variants[:1] if quick else variants:
-            alg = jaxsample.etd(target.logdensity, score_fn=score, **extra)
+            alg = jaxsample.etd(logdensity, score_fn=score, **extra)
             seconds, (state, path, _) = _etd_run(alg, x0, k_run, etd_steps, every)
             dists = [float(energy_distance(x, reference)) for x in path]
             reached = next((i for i, v in enumerate(dists) if v <= svgd_ed), None)
@@ -152,7 +200,10 @@ def _mixtures(quick):
                     f"{case}: ETD (score) reaches SVGD's final energy distance {svgd_ed:.4f} in "
                     f"{'never' if to_reach is None else f'{to_reach:.2f}s'} vs SVGD "
                     f"{svgd_seconds:.2f}s: goal (<= 1/3) {'met' if ok else 'missed'}.")
-    notes.append("Energy distance against 1000 exact samples; ETD checked every 10 steps.")
+    notes.append(f"Energy distance against 1000 exact samples; ETD checked every {every} steps "
+                 "(time to SVGD's e.d. = total time x the fraction of steps taken). Both "
+                 "samplers evaluate the mixture in closed form (see _fast_logdensity: the "
+                 "target class's batched triangular solves were 55% of an ETD step).")
     return BenchTable("ETD: multimodal mixtures, 100 particles", rows, notes=notes)
 
 
@@ -244,7 +295,9 @@ def _logistic(quick):
         fit = laplace_preconditioner(target.logdensity, jnp.zeros(target.dim))
         variants = [("ETD, no preconditioner (alpha 0.01)", dict(proposal_step=0.01)),
                     ("ETD, Laplace (alpha 0.5)", dict(preconditioner=fit.chol)),
-                    ("ETD, ensemble (alpha 0.5)", dict(preconditioner="ensemble")),
+                    ("ETD, ensemble (alpha 0.5, EMA 0.9)", dict(preconditioner="ensemble")),
+                    ("ETD, ensemble without EMA (alpha 0.5)", dict(preconditioner="ensemble",
+                                                                   ema=0.0)),
                     ("ETD, diagonal (alpha 0.5)", dict(preconditioner="diagonal"))]
         if quick:
             variants = variants[1:2]
@@ -290,7 +343,7 @@ def _authors_configs(quick):
     cases = [("2-D gate N(0, I)", gate, 2.0, 2, 0.05, 300)]
     if not quick:
         credit = german_credit()
-        cases += [("4-mode GMM", gmm.logdensity, 5.0, 2, 0.05, 500),
+        cases += [("4-mode GMM", _fast_logdensity(gmm), 5.0, 2, 0.05, 500),
                   ("BLR German credit", credit.logdensity, 0.1, credit.dim, 0.01, 1000)]
     steps = 10 if quick else 100
     rate = _lse_rate()
@@ -317,9 +370,73 @@ def _authors_configs(quick):
              f"{rate / 1e9:.2f} G elements/s (the bound counts 2 LSE passes over N·P per "
              "Sinkhorn iteration and nothing else).",
              "The reference code stops on max|df| < tol ('dual'); ott-jax's rule (the L1 "
-             "marginal error, 'marginal') does more iterations for the same number."]
+             "marginal error, 'marginal') does more iterations for the same number.",
+             "The 4-mode GMM's log-density is evaluated in closed form (_fast_logdensity). The "
+             "reference code itself cannot run here (no network); compare with the issue's "
+             "measured ratios (jaxsample 1.29-1.42x the reference's time per iteration on the "
+             "gate, 1.8-2.4x on the GMM, 3.7x on BLR German credit, before these changes)."]
     return BenchTable("ETD: time per iteration on the reference code's configurations", rows,
                       notes=notes)
+
+
+def _step_profile(quick):
+    """Milliseconds of each part of one ETD step (2-D 4-mode mixture, N = 100, M = 25, the
+    default settings), each part jitted alone on the shapes of the step."""
+    gmm = GaussianMixture(jnp.array([[3.0, 3.0], [3.0, -3.0], [-3.0, 3.0], [-3.0, -3.0]]), 1.0)
+    logdensity = _fast_logdensity(gmm)
+    n, m = NUM_PARTICLES, 25
+    k = jax.random.split(jax.random.key(10), 3)
+    x = 3.0 * jax.random.normal(k[0], (n, 2))
+    y = jnp.repeat(x, m, axis=0) + jax.random.normal(k[1], (n * m, 2))
+    log_b, _ = transport.proposal_log_weights(jax.vmap(logdensity)(y), y, x, 1.0)
+    scale = transport.cost_scale(x, y)
+
+    def geometry(x, y):
+        return transport.ParticleGeometry(x, y, inv_scale=1 / scale)
+
+    def sinkhorn(x, y, log_b, iterations):
+        return transport.solve_coupling(geometry(x, y), log_b, epsilon=0.1, tolerance=0.0,
+                                        max_iterations=iterations).g
+
+    g = jax.jit(lambda x, y, b: sinkhorn(x, y, b, 25))(x, y, log_b)
+    rate = _lse_rate()
+    repeats = 5 if quick else 20
+    parts = [
+        ("log-density, 2 500 proposals (GaussianMixture.logdensity)",
+         jax.vmap(gmm.logdensity), (y,)),
+        ("log-density, 2 500 proposals (closed form)", jax.vmap(logdensity), (y,)),
+        ("score, 100 particles", jax.vmap(jax.grad(logdensity)), (x,)),
+        ("mixture weights (P x N log-sum-exp)",
+         lambda lt, y, x: transport.proposal_log_weights(lt, y, x, 1.0), (log_b, y, x)),
+        ("cost scale (median of 2 048)", transport.cost_scale, (x, y)),
+        ("cost matrix C and its transpose", lambda x, y: geometry(x, y).cost_matrix, (x, y)),
+        ("Sinkhorn, 5 iterations", lambda x, y, b: sinkhorn(x, y, b, 5), (x, y, log_b)),
+        ("Sinkhorn, 25 iterations", lambda x, y, b: sinkhorn(x, y, b, 25), (x, y, log_b)),
+        ("row draws (log-softmax + inverse CDF)",
+         lambda key, x, y, g: transport.transport_rows(key, geometry(x, y), g, y,
+                                                       epsilon=0.1).picks, (k[2], x, y, g)),
+    ]
+    rows = []
+    for name, fn, args in parts:
+        compiled = jax.jit(fn).lower(*args).compile()
+        jax.block_until_ready(compiled(*args))
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            jax.block_until_ready(compiled(*args))
+        ms = 1e3 * (time.perf_counter() - t0) / repeats
+        metrics = {"ms": ms, "LSE bound (ms)": None, "% of bound": None}
+        if name.startswith("Sinkhorn"):
+            iterations = int(name.split()[1].rstrip(","))
+            bound = 1e3 * iterations * 2 * n * n * m / rate
+            metrics.update({"LSE bound (ms)": bound, "% of bound": 100 * bound / ms})
+        rows.append(Row("2-D mixture step parts", name, metrics, None))
+    notes = ["Each part jitted alone at the step's shapes (N = 100, P = 2 500, d = 2), mean "
+             f"of {repeats} calls; the step runs them in one program. The Sinkhorn bound is 2 "
+             f"LSE passes over N x P per iteration at the measured {rate / 1e9:.2f} G "
+             "elements/s. The target's own log-density dominated the step with the mixture "
+             "class's batched triangular solves; with it in closed form the step is Sinkhorn "
+             "(~1 ms per iteration) plus ~5 ms of fixed work."]
+    return BenchTable("ETD: the parts of one step", rows, notes=notes)
 
 
 def _w1_distances(target, a, b):
@@ -382,7 +499,7 @@ def _sinkhorn_and_memory(quick, gpu=False):
         if dim == 2:
             target = GaussianMixture(jnp.array([[3.0, 3.0], [3.0, -3.0], [-3.0, 3.0],
                                                 [-3.0, -3.0]]), 1.0)
-            logdensity = target.logdensity
+            logdensity = _fast_logdensity(target)
         else:
             def logdensity(x):
                 return -0.5 * jnp.sum(x**2)
@@ -449,7 +566,8 @@ def run(size: str) -> list[BenchTable]:
     """``"quick"``: CI sizes; ``"full"``: this CPU; ``"gpu"``: full, with the N = 20 000, M = 10
     chunked balanced and Gibbs steps both timed."""
     quick = size == "quick"
-    tables = [_variance_collapse(quick), _logistic(quick), _authors_configs(quick)]
+    tables = [_variance_collapse(quick), _logistic(quick), _authors_configs(quick),
+              _step_profile(quick)]
     if not quick:
         tables += [_mixtures(quick), _dw4(quick),
                    _sinkhorn_and_memory(quick, gpu=size == "gpu")]

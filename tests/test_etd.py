@@ -322,7 +322,7 @@ def test_ensemble_preconditioner_recovers_ill_conditioned_covariance_affine_inva
 
     def covariances(target, to_base, to_start, seed):
         alg = jaxsample.etd(target, score_fn=jax.grad(target), preconditioner="ensemble",
-                            shrinkage=0.0)
+                            shrinkage=0.0, num_proposals=10)
 
         def one(key):
             k0, k1 = jax.random.split(key)
