@@ -564,9 +564,11 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
         if initial_positions.ndim != 2:
             raise ValueError("the default model needs initial_positions of shape (n, d), got "
                              f"{initial_positions.shape}; pass model= for other shapes")
-        model = eqx.nn.MLP(initial_positions.shape[1], "scalar", check_int("width", width, 1),
-                           check_int("depth", depth, 0), activation=jax.nn.silu, key=key_model,
-                           dtype=initial_positions.dtype)
+        # one compiled initialisation instead of a dispatch per layer
+        model = eqx.filter_jit(eqx.nn.MLP)(
+            initial_positions.shape[1], "scalar", check_int("width", width, 1),
+            check_int("depth", depth, 0), activation=jax.nn.silu, key=key_model,
+            dtype=initial_positions.dtype)
     floating = jnp.issubdtype(initial_positions.dtype, jnp.floating)
     dtype = initial_positions.dtype if floating else jnp.asarray(0.0).dtype
     if not isinstance(baseline, bool):
@@ -595,6 +597,7 @@ class _LogRatio(eqx.Module):
         return self.init_logdensity_fn(x) - self.logdensity_fn(x)
 
 
+@eqx.filter_jit
 def _visit_pool(key, algorithm, initial_positions, pool_steps):
     states = jax.vmap(algorithm.init)(initial_positions)
     if pool_steps == 0:
@@ -619,13 +622,8 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
         move = jax.vmap(base_step)
         positions = jax.vmap(position_fn)
 
-        def loss_fn(p, y_state, k1, k2):
-            y = positions(y_state)
-            x = positions(move(jax.random.split(k1, batch_size), y_state)[0])
-            x_prime = positions(move(jax.random.split(k2, batch_size), y_state)[0])
-            log_ratio = jax.vmap(init_logdensity_fn)(y) - jax.vmap(logdensity_fn)(y)
-            net = eqx.combine(p, static)
-            return poisson_td_loss(net, y, x, x_prime, log_ratio.astype(net.log_z.dtype),
+        def loss_fn(p, y, x, x_prime, log_ratio):
+            return poisson_td_loss(eqx.combine(p, static), y, x, x_prime, log_ratio,
                                    flow_penalty=flow_penalty)
 
         def body(carry, k):
@@ -633,7 +631,12 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
             k_idx, k1, k2 = jax.random.split(k, 3)
             index = jax.random.randint(k_idx, (batch_size,), 0, pool_size)
             y_state = jax.tree.map(lambda leaf: leaf[index], pool)
-            loss, grads = jax.value_and_grad(loss_fn)(p, y_state, k1, k2)
+            y = positions(y_state)
+            x = positions(move(jax.random.split(k1, batch_size), y_state)[0])
+            x_prime = positions(move(jax.random.split(k2, batch_size), y_state)[0])
+            log_ratio = jax.vmap(init_logdensity_fn)(y) - jax.vmap(logdensity_fn)(y)
+            loss, grads = jax.value_and_grad(loss_fn)(p, y, x, x_prime,
+                                                      log_ratio.astype(net.log_z.dtype))
             updates, opt_state = optimizer.update(grads, opt_state, p)
             return (optax.apply_updates(p, updates), opt_state), loss
 
