@@ -204,10 +204,10 @@ def _stopping_rows(size, name, target, step_size, init_std, max_steps):
         below = steps
     case = f"{name} (d={dim}, n={n})"
     if needed and needed > below + 1:  # the grid brackets it
-        saving = f"{max(1 - mean_length / (below + 1), 0):.0%} to {1 - mean_length / needed:.0%}"
+        saving = f"{1 - mean_length / (below + 1):.0%} to {1 - mean_length / needed:.0%}"
         needed_text = f"{below + 1}-{needed}"
-    elif needed:
-        saving, needed_text = f"{max(1 - mean_length / needed, 0):.0%}", f"{needed}"
+    elif needed:  # negative: the learned chains are longer than fixed length at equal MMD
+        saving, needed_text = f"{1 - mean_length / needed:.0%}", f"{needed}"
     else:
         saving = f"> {1 - mean_length / checkpoints[-1]:.0%} (not reached)"
         needed_text = f"> {checkpoints[-1]}"
@@ -239,6 +239,16 @@ def _stopping_rows(size, name, target, step_size, init_std, max_steps):
             f"ends exactly at π in E[L*] = {bound:.1f} mean steps; fixed length {matched} is at "
             f"TV {tv_matched:.3f} and needs "
             f"{tv_needed if tv_needed else f'> {horizon}'} steps for TV 0.01.")
+        if bound > max_steps:
+            notes.append(
+                f"{name}: E[L*] is {bound / max_steps:.0f}× the cap max_steps = {max_steps}. "
+                "p₀ puts the wrong mass in the modes and only barrier crossings can move it, so "
+                "a classifier fitted to the exact condition σG = π holds the chains of the "
+                "over-filled modes (σ → 0 there: the truncated ones) and no single log Z solves "
+                "the pool's equation (the learned log Z is off); fixed-length MALA instead stops "
+                "at the within-mode floor. A rule fitted to the exact condition cannot meet the "
+                "≥ 30% goal here; one aiming at within-mode equilibrium only (not trained here) "
+                "is not bounded by E[L*].")
     return rows, notes
 
 
