@@ -1,10 +1,11 @@
 """Learned trajectory termination on GMM9: a stopping net trained over MALA vs fixed length.
 
 Trains σ_θ (an equinox MLP, ``jaxsample.mcmc.train_stopping``: Poisson/TD loss with two
-independent MALA moves plus the minimal-flow penalty, optax Adam), runs the stopped chains to
-termination, and compares with fixed-length MALA of the same mean length from the same starts:
-MMD² to exact draws, mode-weight error, truncation. Saves the two point clouds. (The exact
-tabular picture, σ* against fixed length, is in ``jaxsample demo --only stopping``.)
+independent MALA moves, scaled by its source, plus the minimal-flow penalty; clipped optax Adam),
+runs the stopped chains to termination, and compares with fixed-length MALA of the same mean
+length from the same starts: MMD² to exact draws, mode-weight error, truncation. Saves the two
+point clouds. (The exact tabular picture, σ* against fixed length, is in
+``jaxsample demo --only stopping``.)
 
     python examples/learned_stopping.py --chains 1024 --train-steps 1000
 """
@@ -58,7 +59,7 @@ def main():
                                num_steps=args.train_steps, pool_steps=args.max_steps // 4,
                                learning_rate=3e-3, width=32, depth=2)
     print(f"training: final loss {float(info.losses[-50:].mean()):.3g}, "
-          f"log Z {float(net.log_z):.3f} (exact 0)")
+          f"log Z {float(net.log_z):.3f} (exact 0), non-finite loss: {bool(info.nonfinite)}")
     x_stop, stop = sample_until_stopped(keys[2], adaptive_stop(base, net,
                                                                max_steps=args.max_steps), x0)
     length = max(int(round(float(stop.lengths.mean()))), 1)
