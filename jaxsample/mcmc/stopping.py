@@ -570,11 +570,9 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
         if initial_positions.ndim != 2:
             raise ValueError("the default model needs initial_positions of shape (n, d), got "
                              f"{initial_positions.shape}; pass model= for other shapes")
-        # one compiled initialisation instead of a dispatch per layer
-        model = eqx.filter_jit(eqx.nn.MLP)(
-            initial_positions.shape[1], "scalar", check_int("width", width, 1),
-            check_int("depth", depth, 0), activation=jax.nn.silu, key=key_model,
-            dtype=initial_positions.dtype)
+        model = eqx.nn.MLP(initial_positions.shape[1], "scalar", check_int("width", width, 1),
+                           check_int("depth", depth, 0), activation=jax.nn.silu, key=key_model,
+                           dtype=initial_positions.dtype)
     floating = jnp.issubdtype(initial_positions.dtype, jnp.floating)
     dtype = initial_positions.dtype if floating else jnp.asarray(0.0).dtype
     if not isinstance(baseline, bool):
