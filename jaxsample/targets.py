@@ -211,7 +211,7 @@ class GaussianMixture(eqx.Module):
 
     def nearest_mode(self, x):
         """Index of the nearest component mean for each row of ``x`` (n, dim) — mode coverage."""
-        return jnp.argmin(pairwise.sq_distances(x, self.means.astype(x.dtype)), axis=1)
+        return pairwise.nearest(x, self.means.astype(x.dtype))[0]
 
 
 class Banana(eqx.Module):

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.logspace import categorical, segment_logsumexp
-from jaxsample.kernels.pairwise import sq_distances, sq_norms
+from jaxsample.kernels.pairwise import nearest, sq_distances, sq_norms
 
 __all__ = [
     "INITS",
@@ -121,13 +121,8 @@ class KMeansOutput(NamedTuple):
 def _nearest(points, centres, origin, chunk_size):
     """``(argmin_c |x_i - mu_c|^2, min_c |x_i - mu_c|^2)`` for every point, one matmul per chunk."""
     centre_norms = sq_norms(centres - origin[None, :])
-
-    def block(rows):
-        dist = sq_distances(rows, centres, centre=origin, y_sq_norms=centre_norms)
-        ids = jnp.argmin(dist, axis=1).astype(jnp.int32)
-        return ids, jnp.take_along_axis(dist, ids[:, None], axis=1)[:, 0]
-
-    return map_rows(block, points, chunk_size=chunk_size)
+    return map_rows(lambda rows: nearest(rows, centres, centre=origin, y_sq_norms=centre_norms),
+                    points, chunk_size=chunk_size)
 
 
 def _seed(key, points, num_clusters, init, origin):
@@ -173,11 +168,12 @@ def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
       squared centre shift is ``<= tolerance`` times the data's mean squared distance to its mean,
       or after ``max_iterations`` steps; a final full (chunked) assignment gives the partition.
 
-    Distances go through :func:`jaxsample.kernels.pairwise.sq_distances` (expanded form, centred
-    on the data mean) and :func:`jaxsample.kernels.chunking.map_rows` (``chunk_size`` points at a
-    time, so the ``N x K`` distance matrix never exists). Hand-written because ott-jax's
-    ``k_means`` materialises the dense ``N x K`` cost matrix at every iteration (16 GB at
-    N = 10^6, K = 4096 in float32). Inputs are valid (checked by the caller).
+    Assignments go through :func:`jaxsample.kernels.pairwise.nearest` (one matrix product and two
+    row reductions, centred on the data mean; seeding uses ``sq_distances``) and
+    :func:`jaxsample.kernels.chunking.map_rows` (``chunk_size`` points at a time, so the
+    ``N x K`` distance matrix never exists). Hand-written because ott-jax's ``k_means``
+    materialises the dense ``N x K`` cost matrix at every iteration (16 GB at N = 10^6, K = 4096
+    in float32). Inputs are valid (checked by the caller).
 
     Args:
         key: PRNG key (seeding and mini-batches).

@@ -25,6 +25,21 @@ def test_sq_distances_match_direct_differences(dtype):
     assert bool(jnp.all(pairwise.sq_distances(x, x) >= 0))
 
 
+def test_nearest_matches_argmin_of_direct_differences(dtype):
+    x = jax.random.normal(jax.random.key(2), (40, 3), dtype) + 100
+    y = jax.random.normal(jax.random.key(3), (9, 3), dtype) + 100
+    direct = jnp.sum((x[:, None] - y[None]) ** 2, axis=-1)
+    index, d2 = jax.jit(pairwise.nearest)(x, y, centre=jnp.mean(y, axis=0))
+    assert index.dtype == jnp.int32 and d2.dtype == dtype
+    np.testing.assert_array_equal(index, jnp.argmin(direct, axis=1))
+    tol = 1e-4 if dtype == jnp.float32 else 1e-10
+    np.testing.assert_allclose(d2, jnp.min(direct, axis=1), rtol=tol, atol=tol)
+    # exact ties go to the smallest index, as jnp.argmin's do
+    tie_index, tie_d2 = pairwise.nearest(jnp.zeros((1, 2), dtype),
+                                         jnp.array([[1, 0], [0, 1], [0, -1]], dtype))
+    assert tie_index.tolist() == [0] and tie_d2.tolist() == [1.0]
+
+
 def test_median_scale_exact_and_strided():
     x = jnp.arange(6.0)[:, None]
     y = jnp.arange(4.0)[:, None] + 0.5
