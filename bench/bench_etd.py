@@ -209,7 +209,8 @@ def _mixtures(quick):
     notes.append(f"Energy distance against 1000 exact samples; ETD checked every {every} steps "
                  "(time to SVGD's e.d. = total time x the fraction of steps taken). Both "
                  "samplers evaluate the mixture in closed form (see _fast_logdensity: the "
-                 "target class's batched triangular solves were 55% of an ETD step).")
+                 "target class's batched triangular solves were ~70% of an ETD step in a "
+                 "fresh process).")
     return BenchTable("ETD: multimodal mixtures, 100 particles", rows, notes=notes)
 
 
