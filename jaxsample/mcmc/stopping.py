@@ -390,7 +390,8 @@ class StoppingNet(eqx.Module):
     ``h* ≈ 1 + s`` (a chain there leaves at once, so its flow is its source), which spans
     ``e^{±50}`` on a wide ``p₀``, while the network only learns the ``O(1)`` correction. Flow
     ratios are handled in log-scale: ``σ_θ = sigmoid(−f_θ)`` and ``log h_θ = softplus(f_θ)``
-    never overflow.
+    never overflow. With a baseline each ``σ_θ(x)`` costs one ``log p₀`` and one ``log π̃``
+    evaluation on top of the network (a stopped MALA step: two density evaluations, not one).
 
     Attributes:
         model: any callable module mapping one position ``(d,)`` to a scalar (e.g.
