@@ -27,6 +27,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 
 from jaxsample.kernels import pairwise
 
@@ -74,11 +75,21 @@ def _cholesky(name: str, cov: np.ndarray) -> np.ndarray:
         raise ValueError(f"{name} must be positive definite") from err
 
 
-def _gaussian_logpdf(x, mean, chol):
-    """log N(x; mean, L Lᵀ) for one point, via a triangular solve."""
-    z = jax.scipy.linalg.solve_triangular(chol, x - mean, lower=True)
-    half_logdet = jnp.sum(jnp.log(jnp.diagonal(chol)))
+def _gaussian_logpdf(x, mean, inv_chol):
+    """log N(x; mean, L Lᵀ) for one point, with ``inv_chol = L⁻¹`` (a matrix-vector product).
+
+    ``L⁻¹`` is formed once, in float64, when the target is built: under ``vmap`` over many points
+    a per-point ``solve_triangular`` lowers on CPU to one LAPACK call per point and component
+    (38 ms for 2 500 points of a 4-component 2-D mixture, against well under 1 ms this way).
+    """
+    z = inv_chol @ (x - mean)
+    half_logdet = -jnp.sum(jnp.log(jnp.diagonal(inv_chol)))
     return -0.5 * jnp.sum(z * z) - half_logdet - 0.5 * x.shape[0] * _LOG_2PI
+
+
+def _inverse_lower(chol: np.ndarray) -> np.ndarray:
+    """``L⁻¹`` of lower-triangular ``L`` (float64, by a triangular solve against I)."""
+    return scipy.linalg.solve_triangular(chol, np.eye(chol.shape[-1]), lower=True)
 
 
 class Gaussian(eqx.Module):
@@ -92,6 +103,7 @@ class Gaussian(eqx.Module):
     mean: jax.Array
     cov: jax.Array
     chol: jax.Array
+    inv_chol: jax.Array
     normalized: bool = eqx.field(static=True, default=True)
 
     def __init__(self, mean, cov):
@@ -103,7 +115,9 @@ class Gaussian(eqx.Module):
             raise ValueError(f"cov must have shape {(mean.shape[0],) * 2}, got {cov.shape}")
         self.mean = jnp.asarray(mean)
         self.cov = jnp.asarray(cov)
-        self.chol = jnp.asarray(_cholesky("cov", np.asarray(cov, np.float64)), self.cov.dtype)
+        chol = _cholesky("cov", np.asarray(cov, np.float64))
+        self.chol = jnp.asarray(chol, self.cov.dtype)
+        self.inv_chol = jnp.asarray(_inverse_lower(chol), self.cov.dtype)
 
     @property
     def dim(self) -> int:
@@ -111,7 +125,7 @@ class Gaussian(eqx.Module):
 
     def logdensity(self, x):
         x = _as_point(x, self.dim)
-        return _gaussian_logpdf(x, self.mean.astype(x.dtype), self.chol.astype(x.dtype))
+        return _gaussian_logpdf(x, self.mean.astype(x.dtype), self.inv_chol.astype(x.dtype))
 
     def score(self, x):
         x = _as_point(x, self.dim)
@@ -142,6 +156,7 @@ class GaussianMixture(eqx.Module):
     means: jax.Array
     covs: jax.Array
     chols: jax.Array
+    inv_chols: jax.Array
     weights: jax.Array
     normalized: bool = eqx.field(static=True, default=True)
 
@@ -167,9 +182,10 @@ class GaussianMixture(eqx.Module):
         dtype = jnp.asarray(means).dtype
         self.means = jnp.asarray(means, dtype)
         self.covs = jnp.asarray(covs, dtype)
-        self.chols = jnp.asarray(
-            np.stack([_cholesky(f"covs[{i}]", np.asarray(c, np.float64))
-                      for i, c in enumerate(covs)]), dtype)
+        chols = np.stack([_cholesky(f"covs[{i}]", np.asarray(c, np.float64))
+                          for i, c in enumerate(covs)])
+        self.chols = jnp.asarray(chols, dtype)
+        self.inv_chols = jnp.asarray(np.stack([_inverse_lower(c) for c in chols]), dtype)
         self.weights = jnp.asarray(weights / weights.sum(), dtype)
 
     @property
@@ -194,7 +210,7 @@ class GaussianMixture(eqx.Module):
         """``log w_k + log N(x; means_k, covs_k)`` for each component, shape ``(K,)``."""
         x = _as_point(x, self.dim)
         logpdf = jax.vmap(_gaussian_logpdf, in_axes=(None, 0, 0))(
-            x, self.means.astype(x.dtype), self.chols.astype(x.dtype))
+            x, self.means.astype(x.dtype), self.inv_chols.astype(x.dtype))
         return jnp.log(self.weights.astype(x.dtype)) + logpdf
 
     def logdensity(self, x):
