@@ -28,6 +28,14 @@ def sq_norms(x: jax.Array) -> jax.Array:
     return jnp.sum(x * x, axis=-1)
 
 
+def _centred(x, y, centre, y_sq_norms):
+    """Both clouds moved by ``-centre`` (when given) and ``‖y_j‖²`` of the moved ``y``."""
+    if centre is not None:
+        x = x - centre[None, :]
+        y = y - centre[None, :]
+    return x, y, sq_norms(y) if y_sq_norms is None else y_sq_norms
+
+
 def sq_distances(
     x: jax.Array,
     y: jax.Array,
@@ -56,11 +64,7 @@ def sq_distances(
         >>> sq_distances(jnp.array([[0.0, 0.0]]), jnp.array([[3.0, 4.0], [0.0, 1.0]])).tolist()
         [[25.0, 1.0]]
     """
-    if centre is not None:
-        x = x - centre[None, :]
-        y = y - centre[None, :]
-    if y_sq_norms is None:
-        y_sq_norms = sq_norms(y)
+    x, y, y_sq_norms = _centred(x, y, centre, y_sq_norms)
     cross = jnp.matmul(x, y.T, precision=jax.lax.Precision.HIGHEST)
     return jnp.maximum(sq_norms(x)[:, None] + y_sq_norms[None, :] - 2 * cross, 0)
 
@@ -100,11 +104,7 @@ def nearest(
         >>> idx.tolist(), d2.tolist()
         ([1, 0], [1.0, 1.0])
     """
-    if centre is not None:
-        x = x - centre[None, :]
-        y = y - centre[None, :]
-    if y_sq_norms is None:
-        y_sq_norms = sq_norms(y)
+    x, y, y_sq_norms = _centred(x, y, centre, y_sq_norms)
     # the -‖y_j‖²/2 term rides in the product as one more column (x_i, 1)·(y_j, -‖y_j‖²/2):
     # measured 1.3x faster than subtracting it from the product's output before the max
     ones = jnp.ones((x.shape[0], 1), x.dtype)

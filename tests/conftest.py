@@ -4,8 +4,6 @@ XLA_FLAGS must be set before JAX initialises its backends, hence before any impo
 """
 
 import os
-import shutil
-import tempfile
 
 _FLAG = "--xla_force_host_platform_device_count=4"
 if _FLAG not in os.environ.get("XLA_FLAGS", ""):
@@ -16,27 +14,6 @@ import pytest
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
-
-_CACHE_ENV = "JAXSAMPLE_TEST_COMPILATION_CACHE"
-
-
-def pytest_configure(config):
-    """One persistent compilation cache per test run, shared by its xdist workers.
-
-    Tests, contract entries and doctests compile many identical programs from different ``jit``
-    wrappers (and in different worker processes); the cache compiles each once. The directory
-    is made by the controlling process before the workers start (they inherit it through the
-    environment) and removed when the run ends.
-    """
-    if not hasattr(config, "workerinput"):
-        os.environ[_CACHE_ENV] = tempfile.mkdtemp(prefix="jaxsample-tests-jit-")
-    jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_ENV])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-
-
-def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput"):
-        shutil.rmtree(os.environ.pop(_CACHE_ENV), ignore_errors=True)
 
 
 @pytest.fixture
