@@ -129,8 +129,8 @@ class Gaussian(eqx.Module):
 
     def score(self, x):
         x = _as_point(x, self.dim)
-        chol = self.chol.astype(x.dtype)
-        return -jax.scipy.linalg.cho_solve((chol, True), x - self.mean.astype(x.dtype))
+        inv_chol = self.inv_chol.astype(x.dtype)  # Σ⁻¹ = L⁻ᵀL⁻¹, as in logdensity
+        return -(inv_chol.T @ (inv_chol @ (x - self.mean.astype(x.dtype))))
 
     def sample(self, key, n: int):
         z = jax.random.normal(key, (n, self.dim), self.mean.dtype)

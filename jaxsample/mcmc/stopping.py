@@ -639,7 +639,7 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
             y = positions(y_state)
             x = positions(move(jax.random.split(k1, batch_size), y_state)[0])
             x_prime = positions(move(jax.random.split(k2, batch_size), y_state)[0])
-            log_ratio = jax.vmap(init_logdensity_fn)(y) - jax.vmap(logdensity_fn)(y)
+            log_ratio = jax.vmap(_LogRatio(init_logdensity_fn, logdensity_fn))(y)
             loss, grads = jax.value_and_grad(loss_fn)(p, y, x, x_prime,
                                                       log_ratio.astype(net.log_z.dtype))
             updates, opt_state = optimizer.update(grads, opt_state, p)
