@@ -16,6 +16,7 @@ Method modules load on first use, so ``import jaxsample`` stays cheap.
 
 import importlib
 
+from jaxsample._solver import RESULTS, SolverStats
 from jaxsample.core import SamplingAlgorithm, run
 from jaxsample.progress import ProgressMeter, TextProgress, TqdmProgress
 
@@ -41,7 +42,9 @@ _LAZY = {
 
 __all__ = [
     "ProgressMeter",
+    "RESULTS",
     "SamplingAlgorithm",
+    "SolverStats",
     "TextProgress",
     "TqdmProgress",
     "run",
