@@ -1,0 +1,360 @@
+"""Posteriors nobody here wrote, with trusted references, to judge samplers on.
+
+Each entry of the registry is a :class:`Posterior`: a log-density over the *unconstrained* space
+for one point ``(dim,)`` (jittable, float32 and float64 safe: data are cast to the point's dtype),
+its start distribution, and the name of its reference file under ``bench/references/``. The
+references are long NUTS runs (``python bench/bench_posteriors.py --make-references``) or, where
+the moments are known in closed form (``Posterior.exact``), the formula and exact draws.
+
+Real data:
+
+- ``eight_schools_noncentred`` (10): Rubin (1981) / Gelman et al., *BDA* §5.5, non-centred.
+- ``german_credit_logistic`` (21): logistic regression on the bundled Statlog German credit data.
+- ``radon_varying_intercept`` (90): Gelman & Hill (2007) §12 Minnesota radon, county intercepts
+  with the county uranium predictor, non-centred (data: ``bench/references/radon.csv``).
+
+Standard hard targets:
+
+- ``ill_conditioned_gaussian`` (100): variances log-spaced over ``[1e-2, 1e2]``, rotated.
+- ``neals_funnel`` (10): Neal (2003), centred (the hard parametrisation).
+- ``banana`` (2): Haario, Saksman & Tamminen (1999), twisted Gaussian.
+- ``brownian_bridge_missing`` (30): the inference-gym Brownian motion with missing middle
+  observations (fixed scales: a Gaussian posterior, so exact).
+- ``stochastic_volatility`` (103): the standard SV model (inference-gym priors), non-centred, on
+  100 synthetic daily returns.
+
+Example:
+    >>> import jax
+    >>> post = get("banana")
+    >>> x = post.init_fn(jax.random.key(0), 4)
+    >>> x.shape, jax.vmap(post.logdensity_fn)(x).shape
+    ((4, 2), (4,))
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import importlib.resources
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.stats import cauchy, norm
+
+from jaxsample.targets import BayesianLogisticRegression, Gaussian
+
+REFERENCES = Path(__file__).resolve().parent / "references"
+
+__all__ = ["NAMES", "REFERENCES", "Posterior", "get", "load_reference"]
+
+
+class Posterior(NamedTuple):
+    """One benchmark posterior.
+
+    Attributes:
+        name: registry key.
+        dim: dimension ``d`` of the unconstrained space.
+        logdensity_fn: ``log π(x)`` up to a constant for one point ``(d,)``; returns a scalar of
+            the point's dtype.
+        init_fn: ``(key, n) -> (n, d)`` start points for particle systems and chains (default
+            float dtype).
+        reference_file: file name of the reference under ``bench/references/``.
+        description: the model in one paragraph: data, priors, parametrisation.
+        exact: for closed-form targets, ``(rng, n) -> (mean (d,), sd (d,), draws (n, d))`` in
+            float64 NumPy (``rng`` a ``numpy.random.Generator``); None where NUTS is the
+            reference.
+    """
+
+    name: str
+    dim: int
+    logdensity_fn: Callable
+    init_fn: Callable
+    reference_file: str
+    description: str
+    exact: Callable | None = None
+
+
+def _standard_normal_init(dim):
+    def init_fn(key, n):
+        return jax.random.normal(key, (n, dim))
+
+    return init_fn
+
+
+def _half_cauchy_log_scale(log_scale, scale):
+    """log density of ``log s`` when ``s ~ HalfCauchy(scale)``: the Jacobian ``+ log s`` added."""
+    s = jnp.exp(log_scale)
+    return math.log(2.0) + cauchy.logpdf(s, 0.0, scale) + log_scale
+
+
+def _half_normal_log_scale(log_scale, scale):
+    """log density of ``log s`` when ``s ~ HalfNormal(scale)`` (Jacobian included)."""
+    s = jnp.exp(log_scale)
+    return math.log(2.0) + norm.logpdf(s, 0.0, scale) + log_scale
+
+
+# --- eight schools -----------------------------------------------------------------------------
+
+EIGHT_SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+EIGHT_SCHOOLS_SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
+
+
+def _eight_schools():
+    def logdensity(x):
+        mu, log_tau, theta_std = x[0], x[1], x[2:]
+        y = jnp.asarray(EIGHT_SCHOOLS_Y, x.dtype)
+        sigma = jnp.asarray(EIGHT_SCHOOLS_SIGMA, x.dtype)
+        theta = mu + jnp.exp(log_tau) * theta_std
+        return (norm.logpdf(mu, 0.0, 5.0) + _half_cauchy_log_scale(log_tau, 5.0)
+                + jnp.sum(norm.logpdf(theta_std)) + jnp.sum(norm.logpdf(y, theta, sigma)))
+
+    return Posterior(
+        "eight_schools_noncentred", 10, logdensity, _standard_normal_init(10),
+        "eight_schools_noncentred.npz",
+        "Eight schools (Rubin 1981), non-centred: x = (mu, log tau, theta_std[8]); "
+        "mu ~ N(0, 5^2), tau ~ HalfCauchy(5), theta_std ~ N(0, 1), "
+        "y_j ~ N(mu + tau theta_std_j, sigma_j^2). Init N(0, I).")
+
+
+# --- German credit logistic regression ---------------------------------------------------------
+
+def _german_credit():
+    source = importlib.resources.files("jaxsample") / "data" / "german_credit.csv"
+    with source.open() as f:
+        data = np.asarray(list(csv.reader(f))[1:], dtype=np.float64)
+    features, labels = data[:, :-1], data[:, -1]
+    z = (features - features.mean(0)) / features.std(0)
+    design = jnp.asarray(np.concatenate([np.ones((len(labels), 1)), z], axis=1), jnp.float32)
+    labels = jnp.asarray(labels, jnp.float32)
+    # all 1000 rows are the likelihood; the held-out slots are unused here
+    target = BayesianLogisticRegression(design, labels, design, labels, prior_var=25.0)
+    return Posterior(
+        "german_credit_logistic", target.dim, target.logdensity,
+        _standard_normal_init(target.dim), "german_credit_logistic.npz",
+        "Logistic regression on Statlog German credit (1000 rows, 20 ordinal-encoded attributes "
+        "standardised, plus an intercept: d = 21), flat prior w ~ N(0, 25 I) (sd 5), "
+        "label 1 = good. Init N(0, I).")
+
+
+# --- radon -------------------------------------------------------------------------------------
+
+def _radon():
+    with open(REFERENCES / "radon.csv") as f:
+        rows = np.asarray(list(csv.reader(f))[1:], dtype=np.float64)
+    log_radon, floor = rows[:, 0], rows[:, 1]
+    county = rows[:, 2].astype(np.int32)
+    num_counties = int(county.max()) + 1
+    uranium = np.zeros(num_counties)
+    uranium[county] = rows[:, 3]  # one value per county
+
+    def logdensity(x):
+        gamma0, gamma1, beta, log_sigma_alpha, log_sigma_y = x[0], x[1], x[2], x[3], x[4]
+        eta = x[5:]
+        alpha = gamma0 + gamma1 * jnp.asarray(uranium, x.dtype) + jnp.exp(log_sigma_alpha) * eta
+        mean = alpha[county] + beta * jnp.asarray(floor, x.dtype)
+        return (jnp.sum(norm.logpdf(x[:3], 0.0, 10.0))
+                + _half_normal_log_scale(log_sigma_alpha, 1.0)
+                + _half_normal_log_scale(log_sigma_y, 1.0)
+                + jnp.sum(norm.logpdf(eta))
+                + jnp.sum(norm.logpdf(jnp.asarray(log_radon, x.dtype), mean,
+                                      jnp.exp(log_sigma_y))))
+
+    dim = 5 + num_counties
+    return Posterior(
+        "radon_varying_intercept", dim, logdensity, _standard_normal_init(dim),
+        "radon_varying_intercept.npz",
+        "Minnesota radon (Gelman & Hill 2007; 919 homes, 85 counties): y_i ~ N(alpha_county + "
+        "beta floor_i, sigma_y^2), alpha_j = gamma0 + gamma1 log_uranium_j + sigma_alpha eta_j "
+        "(non-centred); x = (gamma0, gamma1, beta, log sigma_alpha, log sigma_y, eta[85]); "
+        "gamma0, gamma1, beta ~ N(0, 10^2), sigma_alpha, sigma_y ~ HalfNormal(1), "
+        "eta ~ N(0, 1). Init N(0, I).")
+
+
+# --- ill-conditioned Gaussian ------------------------------------------------------------------
+
+def _ill_conditioned_gaussian(dim=100, seed=0):
+    variances = np.logspace(-2.0, 2.0, dim)
+    q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, dim)))
+    rotation = q * np.sign(np.diag(r))  # Haar-distributed orthogonal matrix
+    cov = (rotation * variances) @ rotation.T
+    cov = 0.5 * (cov + cov.T)
+    target = Gaussian(jnp.zeros(dim, jnp.float32), jnp.asarray(cov, jnp.float32))
+
+    def exact(rng, n):
+        draws = (rng.standard_normal((n, dim)) * np.sqrt(variances)) @ rotation.T
+        return np.zeros(dim), np.sqrt(np.diag(cov)), draws
+
+    return Posterior(
+        "ill_conditioned_gaussian", dim, target.logdensity, _standard_normal_init(dim),
+        "ill_conditioned_gaussian.npz",
+        f"N(0, Q diag(lambda) Q^T), lambda log-spaced over [1e-2, 1e2] (condition number 1e4), "
+        f"Q a Haar rotation from seed {seed}. Exact. Init N(0, I).", exact)
+
+
+# --- Neal's funnel -----------------------------------------------------------------------------
+
+def _funnel(dim=10, scale=3.0):
+    def logdensity(x):
+        v = x[0]
+        return norm.logpdf(v, 0.0, scale) + jnp.sum(norm.logpdf(x[1:], 0.0, jnp.exp(0.5 * v)))
+
+    def exact(rng, n):
+        v = scale * rng.standard_normal(n)
+        rest = np.exp(0.5 * v)[:, None] * rng.standard_normal((n, dim - 1))
+        # Var x_k = E[e^v] = e^{scale^2 / 2}
+        sd = np.concatenate([[scale], np.full(dim - 1, math.exp(scale**2 / 4))])
+        return np.zeros(dim), sd, np.concatenate([v[:, None], rest], axis=1)
+
+    return Posterior(
+        "neals_funnel", dim, logdensity, _standard_normal_init(dim), "neals_funnel.npz",
+        f"Neal's funnel, centred: v ~ N(0, {scale:g}^2), x_k | v ~ N(0, e^v), k = 1..{dim - 1}; "
+        f"sd(v) = {scale:g}, sd(x_k) = e^{{{scale**2 / 4:g}}}. Exact. Init N(0, I).", exact)
+
+
+# --- banana ------------------------------------------------------------------------------------
+
+def _banana(scale=10.0, curvature=0.1):
+    def logdensity(x):
+        x1, x2 = x[0], x[1]
+        return (norm.logpdf(x1, 0.0, scale)
+                + norm.logpdf(x2, curvature * (jnp.square(x1) - scale**2), 1.0))
+
+    def exact(rng, n):
+        x1 = scale * rng.standard_normal(n)
+        x2 = curvature * (x1**2 - scale**2) + rng.standard_normal(n)
+        # Var x2 = 1 + curvature^2 Var(x1^2) = 1 + 2 curvature^2 scale^4
+        sd = np.array([scale, math.sqrt(1.0 + 2.0 * curvature**2 * scale**4)])
+        return np.zeros(2), sd, np.stack([x1, x2], axis=1)
+
+    return Posterior(
+        "banana", 2, logdensity, _standard_normal_init(2), "banana.npz",
+        f"Twisted Gaussian: x1 ~ N(0, {scale:g}^2), x2 | x1 ~ N({curvature:g}(x1^2 - "
+        f"{scale**2:g}), 1); means 0, sd = ({scale:g}, sqrt(201)). Exact. Init N(0, I).", exact)
+
+
+# --- Brownian motion with missing middle observations ------------------------------------------
+
+# y_t for t < 10 and t >= 20 of a 30-step random walk with innovation sd 0.1 and observation sd
+# 0.15, drawn once with numpy.random.default_rng(20260) (the walk first, then the noise)
+BROWNIAN_Y = np.array([
+    -0.0932, -0.2133, -0.1635, -0.1033, 0.1017, -0.3425, -0.3439, -0.4043, -0.5716, -0.6072,
+    -0.6119, -0.7605, -0.4517, -0.3726, -0.3178, -0.4424, -0.2283, -0.362, -0.6258, -0.1879])
+BROWNIAN_OBSERVED = np.concatenate([np.arange(10), np.arange(20, 30)])
+
+
+def _brownian_bridge(num_steps=30, innovation=0.1, observation=0.15):
+    def logdensity(x):
+        steps = jnp.concatenate([x[:1], jnp.diff(x)])
+        y = jnp.asarray(BROWNIAN_Y, x.dtype)
+        return (jnp.sum(norm.logpdf(steps, 0.0, innovation))
+                + jnp.sum(norm.logpdf(y, x[BROWNIAN_OBSERVED], observation)))
+
+    def moments():
+        # Gaussian posterior: precision D^T D / s_i^2 + S^T S / s_o^2, D the first differences
+        diff = np.eye(num_steps) - np.eye(num_steps, k=-1)
+        select = np.eye(num_steps)[BROWNIAN_OBSERVED]
+        precision = diff.T @ diff / innovation**2 + select.T @ select / observation**2
+        cov = np.linalg.inv(precision)
+        return cov @ (select.T @ BROWNIAN_Y) / observation**2, cov
+
+    def exact(rng, n):
+        mean, cov = moments()
+        draws = mean + rng.standard_normal((n, num_steps)) @ np.linalg.cholesky(cov).T
+        return mean, np.sqrt(np.diag(cov)), draws
+
+    return Posterior(
+        "brownian_bridge_missing", num_steps, logdensity, _standard_normal_init(num_steps),
+        "brownian_bridge_missing.npz",
+        f"Brownian motion x_t = x_(t-1) + N(0, {innovation:g}^2) (x_0 ~ N(0, {innovation:g}^2)), "
+        f"y_t ~ N(x_t, {observation:g}^2) observed for t < 10 and t >= 20 only (synthetic, seed "
+        "20260); scales fixed, so the posterior is Gaussian: exact. Init N(0, I).", exact)
+
+
+# --- stochastic volatility ---------------------------------------------------------------------
+
+# 100 daily returns r_t = e^{h_t/2} z_t from mu = -1, phi = 0.9, sigma = 0.3, drawn once with
+# numpy.random.default_rng(20261) (h_0 from the stationary law, then the walk, then z)
+SV_RETURNS = np.array([
+    1.694, 0.6889, 1.0313, 0.8665, 1.1054, -0.202, 0.305, -0.5231, -0.7679, 0.0047, -0.6915,
+    0.0367, 0.1157, -0.3446, 0.3131, 0.4654, 0.4163, 0.1786, 0.139, 1.1111, 0.4804, 0.271, 1.2146,
+    -0.1703, 1.3203, -0.3601, 0.4557, 0.0626, -0.5129, 0.4084, -0.3663, 0.0222, 0.0497, 1.6114,
+    1.7175, -2.1398, 1.1424, 0.4386, -1.5377, 1.6433, -0.2508, -0.2902, 1.1189, 0.329, 0.6211,
+    0.2743, 0.7475, 2.3706, 0.4883, -0.598, 0.2058, -0.4271, -0.4541, -0.1982, 0.1649, 0.2626,
+    -0.5892, 0.24, 0.541, 1.3726, 0.6156, -0.4286, -0.3227, -0.1904, 0.3719, -0.6761, 0.1325,
+    -0.5589, 0.265, -0.0485, 1.1944, 0.1244, 0.1983, 0.7904, 0.1493, 0.2762, -0.8551, 0.8174,
+    0.687, -1.2638, 1.1029, -1.2793, 0.9593, 1.0375, -0.2101, -0.3593, -0.1713, 0.0616, -0.0216,
+    0.9813, 0.6429, 0.1758, 0.0219, 0.0466, -0.1846, -0.462, -0.5618, 1.228, 0.1878, 0.7949])
+
+
+def _stochastic_volatility():
+    def logdensity(x):
+        mu, log_sigma, phi_raw, h_std = x[0], x[1], x[2], x[3:]
+        sigma = jnp.exp(log_sigma)
+        phi = jnp.tanh(0.5 * phi_raw)  # (phi + 1)/2 = sigmoid(phi_raw)
+
+        def walk(h_prev, e):
+            h = mu + phi * (h_prev - mu) + sigma * e
+            return h, h
+
+        h0 = mu + sigma * h_std[0] * jnp.cosh(0.5 * phi_raw)  # sd sigma / sqrt(1 - phi^2)
+        _, h_rest = jax.lax.scan(walk, h0, h_std[1:])
+        h = jnp.concatenate([h0[None], h_rest])
+        returns = jnp.asarray(SV_RETURNS, x.dtype)
+        # (phi + 1)/2 ~ Beta(20, 1.5): with s = sigmoid(u), log p(u) = 20 log s + 1.5 log(1 - s)
+        log_prior_phi = 20.0 * jax.nn.log_sigmoid(phi_raw) + 1.5 * jax.nn.log_sigmoid(-phi_raw)
+        return (cauchy.logpdf(mu, 0.0, 5.0) + _half_cauchy_log_scale(log_sigma, 2.0)
+                + log_prior_phi + jnp.sum(norm.logpdf(h_std))
+                + jnp.sum(norm.logpdf(returns, 0.0, jnp.exp(0.5 * h))))
+
+    dim = 3 + len(SV_RETURNS)
+    return Posterior(
+        "stochastic_volatility", dim, logdensity, _standard_normal_init(dim),
+        "stochastic_volatility.npz",
+        "Stochastic volatility, non-centred: h_0 = mu + sigma e_0 / sqrt(1 - phi^2), h_t = mu + "
+        "phi (h_(t-1) - mu) + sigma e_t, r_t ~ N(0, e^(h_t)); x = (mu, log sigma, u, e[100]) "
+        "with phi = tanh(u / 2); mu ~ Cauchy(0, 5), sigma ~ HalfCauchy(2), (phi + 1)/2 ~ "
+        "Beta(20, 1.5) (inference-gym priors), e ~ N(0, 1); 100 synthetic returns (mu = -1, "
+        "phi = 0.9, sigma = 0.3, seed 20261). Init N(0, I).")
+
+
+_BUILDERS = {
+    "eight_schools_noncentred": _eight_schools,
+    "german_credit_logistic": _german_credit,
+    "radon_varying_intercept": _radon,
+    "ill_conditioned_gaussian": _ill_conditioned_gaussian,
+    "neals_funnel": _funnel,
+    "banana": _banana,
+    "brownian_bridge_missing": _brownian_bridge,
+    "stochastic_volatility": _stochastic_volatility,
+}
+NAMES = tuple(_BUILDERS)
+
+
+@functools.cache
+def get(name: str) -> Posterior:
+    """The posterior called ``name`` (one of :data:`NAMES`), built once and cached."""
+    if name not in _BUILDERS:
+        raise ValueError(f"name must be one of {NAMES}, got {name!r}")
+    return _BUILDERS[name]()
+
+
+def load_reference(posterior: Posterior) -> dict:
+    """The reference of ``posterior`` as a dict of NumPy arrays (``mean``, ``sd``, ``mean_se``,
+    ``sd_se``, ``draws``, …; see ``bench_posteriors.make_reference``).
+
+    Raises:
+        FileNotFoundError: the reference has not been made (run ``python
+            bench/bench_posteriors.py --make-references --only NAME``).
+    """
+    path = REFERENCES / posterior.reference_file
+    if not path.exists():
+        raise FileNotFoundError(f"no reference for {posterior.name} at {path}: run python "
+                                f"bench/bench_posteriors.py --make-references --only "
+                                f"{posterior.name}")
+    with np.load(path) as data:
+        return {key: data[key] for key in data.files}
