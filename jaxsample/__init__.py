@@ -20,7 +20,7 @@ from jaxsample._solver import RESULTS, SolverStats
 from jaxsample.core import SamplingAlgorithm, run
 from jaxsample.progress import ProgressMeter, TextProgress, TqdmProgress
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 # public name -> (module, attribute or None for the module itself)
 _LAZY = {

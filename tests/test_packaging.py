@@ -1,14 +1,49 @@
-"""The package list in pyproject.toml is complete and every runtime import is declared."""
+"""Packaging: the package list is complete, dependencies are exactly what the code imports, the
+version is written once, and the wheel and sdist ship the licence, citation, changelog and the
+typed marker."""
 
 import ast
 import pathlib
+import re
+import subprocess
 import sys
+import tarfile
 import tomllib
+import zipfile
 
+import pytest
 import setuptools
+
+import jaxsample
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
+# distribution name -> import name where they differ
+IMPORT_NAME = {"ott-jax": "ott", "vendi-score": "vendi_score", "scikit-learn": "sklearn"}
+
+
+def _name(requirement):
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].strip()
+
+
+def _imports(paths, *, top_level_only):
+    """Third-party modules imported by ``paths``: at module level, or anywhere (lazily) too."""
+    found = set()
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        nodes = tree.body if top_level_only else ast.walk(tree)
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - {"jaxsample", "__future__"}
+
+
+SOURCES = [*ROOT.joinpath("jaxsample").rglob("*.py"), *ROOT.joinpath("kernels").rglob("*.py")]
+RUNTIME = {IMPORT_NAME.get(_name(dep), _name(dep)) for dep in PROJECT["dependencies"]}
+EXTRAS = PROJECT["optional-dependencies"]
 
 
 def test_package_list_matches_discovery():
@@ -17,23 +52,59 @@ def test_package_list_matches_discovery():
     assert listed == found | {"jaxsample.kernels"}
 
 
-def test_runtime_imports_are_declared_dependencies():
-    import_names = {"jax": "jax", "jaxlib": "jaxlib", "optax": "optax", "equinox": "equinox",
-                    "ott": "ott-jax", "lineax": "lineax", "optimistix": "optimistix",
-                    "numpy": "numpy", "scipy": "scipy", "matplotlib": "matplotlib"}
-    declared = {dep.split(">")[0].split("=")[0].split("[")[0].strip()
-                for dep in PYPROJECT["project"]["dependencies"]}
-    used = set()
-    sources = [*ROOT.joinpath("jaxsample").rglob("*.py"), *ROOT.joinpath("kernels").rglob("*.py")]
-    for path in sources:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                used |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                used.add(node.module.split(".")[0])
-    third_party = used - set(sys.stdlib_module_names) - {"jaxsample", "__future__"}
-    # optional imports guarded at run time (progress bars, a demo peer) are listed explicitly
-    optional = {"tqdm", "blackjax"}
-    undeclared = {name for name in third_party - optional
-                  if import_names.get(name, name) not in declared}
-    assert not undeclared, f"imported at run time but not declared: {sorted(undeclared)}"
+def test_runtime_dependencies_are_exactly_the_module_level_imports():
+    # jaxlib comes with jax, which pins the matching jaxlib itself
+    assert "jaxlib" not in RUNTIME
+    used = _imports(SOURCES, top_level_only=True)
+    assert used <= RUNTIME, f"imported at import time but not declared: {sorted(used - RUNTIME)}"
+    assert RUNTIME <= used, f"declared but never imported at import time: {sorted(RUNTIME - used)}"
+
+
+def test_lazy_imports_are_in_an_optional_extra_and_in_test():
+    lazy = _imports(SOURCES, top_level_only=False) - RUNTIME
+    user_extras = {IMPORT_NAME.get(_name(dep), _name(dep))
+                   for extra, deps in EXTRAS.items() if extra not in {"test", "bench", "docs"}
+                   for dep in deps}
+    assert lazy <= user_extras, f"imported lazily but in no extra: {sorted(lazy - user_extras)}"
+    # `pip install -e ".[test]"` installs every extra a public function can need
+    (self_ref,) = [dep for dep in EXTRAS["test"] if _name(dep) == "jaxsample"]
+    included = set(self_ref[self_ref.index("[") + 1:self_ref.index("]")].split(","))
+    assert included == set(EXTRAS) - {"test", "bench", "docs", "cuda12", "tpu"}
+
+
+def test_version_is_written_once():
+    assert "version" not in PROJECT and "version" in PROJECT["dynamic"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "jaxsample.__version__"}
+    cited = re.search(r'^version: "([^"]+)"$', (ROOT / "CITATION.cff").read_text(), re.M)[1]
+    assert jaxsample.__version__.split(".dev")[0] == cited
+    assert f"## [{cited}]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    # the wheel is built from the sdist, so the sdist is checked complete too
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+                   check=True, capture_output=True)
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return wheel, sdist
+
+
+def test_wheel_and_sdist_ship_licence_citation_changelog_and_typed_marker(dists):
+    wheel, sdist = dists
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "jaxsample/py.typed" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert any(n.endswith(".dist-info/licenses/CITATION.cff") for n in names)
+    assert "jaxsample/kernels/chunking.py" in names
+    assert f"Version: {jaxsample.__version__}" in metadata
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Requires-Dist: jaxlib" not in metadata
+    with tarfile.open(sdist) as tf:
+        members = {name.split("/", 1)[1] for name in tf.getnames() if "/" in name}
+    assert {"LICENSE", "CITATION.cff", "CHANGELOG.md", "README.md", "jaxsample/py.typed"} <= members
+    licence = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
