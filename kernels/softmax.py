@@ -504,11 +504,14 @@ def _per_draw(fn, stats, clusters, queries, tau, sequential, *extra):
 
 
 def split_keys(key, num_queries: int, num_samples: int):
-    """``(cluster_keys (B,), item_keys (B, S))``: the keys :func:`two_level_sample` draws with."""
+    """``(cluster_keys (B,), item_keys (B, S))``: the keys :func:`two_level_sample` draws with.
+
+    New-style keys and legacy ``uint32[2]`` keys alike (a legacy batch carries a trailing axis
+    of 2, so the ``(B, S)`` batch is split to its shape rather than reshaped).
+    """
     cluster_key, item_key = jax.random.split(key)
-    item_keys = jax.random.split(item_key, num_queries * num_samples)
     return (jax.random.split(cluster_key, num_queries),
-            item_keys.reshape((num_queries, num_samples)))
+            jax.random.split(item_key, (num_queries, num_samples)))
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples",))

@@ -75,6 +75,17 @@ def test_sample_matches_log_prob_and_ignores_chunking():
     np.testing.assert_allclose(chunked_info.log_q, info.log_q, rtol=1e-6)
 
 
+def test_legacy_and_new_style_keys_draw_alike():
+    """A legacy ``PRNGKey`` is accepted, as by every family, and draws what the new-style key of
+    the same seed draws (its key data are the same)."""
+    index, q = tiny_index(jnp.float32), tiny_queries(jnp.float32)
+    new, new_info = softmax.sample(jax.random.key(0), index, q, num_samples=3)
+    legacy, legacy_info = softmax.sample(jax.random.PRNGKey(0), index, q, num_samples=3)
+    assert legacy.shape == (2, 3)
+    np.testing.assert_array_equal(legacy, new)
+    np.testing.assert_array_equal(legacy_info.log_q, new_info.log_q)
+
+
 def test_nonfinite_query_is_flagged():
     index, q = tiny_index(jnp.float32), tiny_queries(jnp.float32)
     items, info = softmax.sample(jax.random.key(0), index, q.at[1, 0].set(jnp.nan),
