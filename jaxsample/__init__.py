@@ -17,7 +17,7 @@ Method modules load on first use, so ``import jaxsample`` stays cheap.
 import importlib
 
 from jaxsample._solver import RESULTS, SolverStats
-from jaxsample.core import SamplingAlgorithm, run
+from jaxsample.core import RunUntilInfo, SamplingAlgorithm, run, run_until
 from jaxsample.progress import ProgressMeter, TextProgress, TqdmProgress
 
 __version__ = "0.2.0.dev0"
@@ -43,11 +43,13 @@ _LAZY = {
 __all__ = [
     "ProgressMeter",
     "RESULTS",
+    "RunUntilInfo",
     "SamplingAlgorithm",
     "SolverStats",
     "TextProgress",
     "TqdmProgress",
     "run",
+    "run_until",
     *_LAZY,
 ]
 

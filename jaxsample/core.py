@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from jaxsample._checks import check_int
 
-__all__ = ["SamplingAlgorithm", "Step", "run"]
+__all__ = ["RunUntilInfo", "SamplingAlgorithm", "Step", "run", "run_until"]
 
 PyTree = Any
 
@@ -80,33 +80,85 @@ def _default_transform(state: PyTree, info: PyTree) -> PyTree:
     return info
 
 
+def _check_progress(progress):
+    if progress is not None and not callable(getattr(progress, "report", None)):
+        raise TypeError(
+            "progress must be a progress meter with a report(step, num_steps) method "
+            f"(e.g. jaxsample.TextProgress()), got {type(progress).__name__}"
+        )
+
+
+def _check_first_step(first_step):
+    """A step counter: a Python int ``>= 0`` or an integer scalar array (e.g. a returned count)."""
+    if isinstance(first_step, int) and not isinstance(first_step, bool):
+        check_int("first_step", first_step, 0)
+    elif not (hasattr(first_step, "dtype") and jnp.issubdtype(first_step.dtype, jnp.integer)
+              and jnp.ndim(first_step) == 0):
+        raise TypeError("first_step must be a non-negative int or an integer scalar array, got "
+                        f"{type(first_step).__name__}")
+    return jnp.asarray(first_step, jnp.int32)
+
+
 def run(
     key: jax.Array,
     algorithm: SamplingAlgorithm,
     initial_state: PyTree,
     num_steps: int,
     *,
+    first_step: int | jax.Array = 0,
     transform: Callable[[PyTree, PyTree], PyTree] | None = None,
     progress: Any | None = None,
 ) -> tuple[PyTree, PyTree]:
-    """Run ``algorithm`` for ``num_steps`` steps as one ``lax.scan`` over pre-split keys.
+    """Run ``algorithm`` for ``num_steps`` steps as one ``lax.scan``.
 
-    The keys are ``jax.random.split(key, num_steps)``, so step ``t`` sees the same key whatever
-    the loop is written as: ``run`` equals the hand loop
-    ``for k in split(key, num_steps): state, info = algorithm.step(k, state)``.
+    Step ``t`` (counted from ``first_step``) uses the key ``jax.random.fold_in(key, t)``: the key
+    of a step depends on the run's ``key`` and the step's number only, never on how many steps a
+    call makes. So a run continued from its returned state equals one long run, bit for bit::
+
+        state, _ = run(key, alg, state0, 500)
+        state, _ = run(key, alg, state, 500, first_step=500)   # == run(key, alg, state0, 1000)
+
+    and ``run`` equals the hand loop
+    ``for t in range(num_steps): state, info = algorithm.step(fold_in(key, t), state)``.
+    States differ between methods, so the driver does not read the counter from the state: the
+    caller passes ``first_step`` (:func:`run_until` returns the count it reached).
 
     The whole loop is compiled once per step *structure*, ``num_steps``, ``transform``,
     ``progress`` and input shapes. The array leaves of ``algorithm.step`` (the float
     hyper-parameters of every jaxsample sampler: its step is a pytree, an ``equinox.Module`` or
     ``equinox.Partial``) are traced arguments of the compiled loop, so two algorithms that differ
     only in those values share one compilation, and ``jax.vmap`` over a hyper-parameter works.
-    A plain Python closure as ``step`` is static: it compiles once per function object.
+    ``first_step`` is traced too (resuming does not recompile). A plain Python closure as
+    ``step`` is static: it compiles once per function object.
+
+    **Checkpoint and resume.** A state is a pytree of arrays, so equinox serialises it; store
+    the step counter beside it and pass it back as ``first_step``:
+
+        >>> import os, tempfile
+        >>> import equinox as eqx, jax, jax.numpy as jnp
+        >>> import jaxsample
+        >>> alg = jaxsample.SamplingAlgorithm(
+        ...     init=lambda x: x,
+        ...     step=lambda k, x: (0.9 * x + jax.random.normal(k, x.shape), jnp.sum(x)))
+        >>> key, state = jax.random.key(0), alg.init(jnp.zeros(2))
+        >>> state, _ = jaxsample.run(key, alg, state, 30)
+        >>> path = os.path.join(tempfile.mkdtemp(), "run.eqx")
+        >>> eqx.tree_serialise_leaves(path, (state, jnp.asarray(30)))  # checkpoint
+        >>> like = (alg.init(jnp.zeros(2)), jnp.asarray(0))
+        >>> state, step = eqx.tree_deserialise_leaves(path, like)       # resume, later
+        >>> state, _ = jaxsample.run(key, alg, state, 20, first_step=step)
+        >>> long, _ = jaxsample.run(key, alg, alg.init(jnp.zeros(2)), 50)
+        >>> bool(jnp.all(state == long))
+        True
 
     Args:
-        key: a PRNG key (new-style ``jax.random.key`` or legacy ``PRNGKey``).
+        key: a PRNG key (new-style ``jax.random.key`` or legacy ``PRNGKey``); the same key for
+            every segment of a resumed run.
         algorithm: a :class:`SamplingAlgorithm`.
-        initial_state: the state returned by ``algorithm.init``.
+        initial_state: the state returned by ``algorithm.init`` (or by an earlier run).
         num_steps: number of steps, a Python int ``>= 1``.
+        first_step: number of the first step (steps already taken by earlier segments of the
+            run), an int or an integer scalar array; default 0.
         transform: ``transform(state, info) -> pytree`` chooses what the trace keeps at each
             step. Default: the step's ``info`` (light by convention: scalars and flags). Pass
             ``lambda state, info: state.positions`` to keep positions.
@@ -133,16 +185,97 @@ def run(
             f"algorithm must be a jaxsample.SamplingAlgorithm, got {type(algorithm).__name__}"
         )
     num_steps = check_int("num_steps", num_steps, 1)
+    first_step = _check_first_step(first_step)
     if transform is not None and not callable(transform):
         raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
-    if progress is not None and not callable(getattr(progress, "report", None)):
-        raise TypeError(
-            "progress must be a progress meter with a report(step, num_steps) method "
-            f"(e.g. jaxsample.TextProgress()), got {type(progress).__name__}"
-        )
+    _check_progress(progress)
     dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
-    return _run(key, dynamic, _Static(static), initial_state, num_steps,
+    return _run(key, dynamic, _Static(static), initial_state, first_step, num_steps,
                 transform or _default_transform, progress)
+
+
+class RunUntilInfo(NamedTuple):
+    """How a :func:`run_until` call ended.
+
+    Attributes:
+        num_steps: int32, steps taken by this call (pass ``first_step + num_steps`` as the next
+            segment's ``first_step``).
+        done: bool, ``done_fn`` held at the final state (``False``: stopped at ``max_steps``).
+        nonfinite: bool, some step's info reported ``nonfinite`` (steps whose info has no
+            ``nonfinite`` field count as finite).
+    """
+
+    num_steps: jax.Array
+    done: jax.Array
+    nonfinite: jax.Array
+
+
+def run_until(
+    key: jax.Array,
+    algorithm: SamplingAlgorithm,
+    initial_state: PyTree,
+    *,
+    done_fn: Callable[[PyTree], Any],
+    max_steps: int | jax.Array,
+    first_step: int | jax.Array = 0,
+    progress: Any | None = None,
+) -> tuple[PyTree, RunUntilInfo]:
+    """Step ``algorithm`` until ``done_fn(state)`` holds or ``max_steps`` steps were taken.
+
+    One ``lax.while_loop``: ``done_fn`` is tested before every step (a state that is done at the
+    start takes no step). Step keys are those of :func:`run`, ``fold_in(key, first_step + t)``,
+    so ``run_until`` followed by ``run(..., first_step=info.num_steps)`` continues the same
+    stream, and ``run_until`` stopped by its cap equals ``run`` for ``max_steps`` steps.
+
+    Under ``jax.vmap`` (one key and state per chain) every chain keeps its own count and stops
+    on its own: a finished chain is frozen while the others run, so a batch equals a loop over
+    chains exactly.
+
+    Args:
+        key: a PRNG key.
+        algorithm: a :class:`SamplingAlgorithm`.
+        initial_state: the state returned by ``algorithm.init`` (or by an earlier run).
+        done_fn: ``done_fn(state) -> bool`` scalar, jittable.
+        max_steps: cap on the number of steps, ``>= 0`` (an int or an integer scalar array,
+            traced: changing it does not recompile).
+        first_step: number of the first step, as in :func:`run`.
+        progress: an optional meter; it reports ``(t, max_steps)`` (``max_steps`` must then be
+            a Python int).
+
+    Returns:
+        ``(final_state, RunUntilInfo(num_steps, done, nonfinite))``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import jaxsample
+        >>> walk = jaxsample.SamplingAlgorithm(
+        ...     init=lambda x: x, step=lambda k, x: (x + jax.random.normal(k), {}))
+        >>> state, info = jaxsample.run_until(jax.random.key(0), walk, jnp.zeros(()),
+        ...                                   done_fn=lambda x: jnp.abs(x) > 3.0, max_steps=10_000)
+        >>> bool(info.done), bool(jnp.abs(state) > 3.0), int(info.num_steps) > 0
+        (True, True, True)
+    """
+    if not isinstance(algorithm, SamplingAlgorithm):
+        raise TypeError(
+            f"algorithm must be a jaxsample.SamplingAlgorithm, got {type(algorithm).__name__}"
+        )
+    if not callable(done_fn):
+        raise TypeError(f"done_fn must be callable, got {type(done_fn).__name__}")
+    if isinstance(max_steps, int) and not isinstance(max_steps, bool):
+        check_int("max_steps", max_steps, 0)
+    elif not (hasattr(max_steps, "dtype") and jnp.issubdtype(max_steps.dtype, jnp.integer)
+              and jnp.ndim(max_steps) == 0):
+        raise TypeError("max_steps must be a non-negative int or an integer scalar array, got "
+                        f"{type(max_steps).__name__}")
+    first_step = _check_first_step(first_step)
+    _check_progress(progress)
+    if progress is not None and not isinstance(max_steps, int):
+        raise TypeError("max_steps must be a Python int when progress is given (the meter's "
+                        f"total), got {type(max_steps).__name__}")
+    dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
+    meter = None if progress is None else (progress, max_steps)
+    return _run_until(key, dynamic, _Static(static), initial_state, first_step,
+                      jnp.asarray(max_steps, jnp.int32), done_fn, meter)
 
 
 class _Static:
@@ -164,19 +297,46 @@ class _Static:
         return jax.tree.unflatten(self.treedef, self.leaves)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 4, 5, 6))
-def _run(key, dynamic_step, static_step, initial_state, num_steps, transform, progress):
+@functools.partial(jax.jit, static_argnums=(2, 5, 6, 7))
+def _run(key, dynamic_step, static_step, initial_state, first_step, num_steps, transform,
+         progress):
     step = eqx.combine(dynamic_step, static_step.tree())
-    keys = jax.random.split(key, num_steps)
 
-    def body(state, xs):
-        step_index, step_key = xs
-        state, info = step(step_key, state)
+    def body(state, step_index):
+        state, info = step(jax.random.fold_in(key, first_step + step_index), state)
         if progress is not None:
             progress.report(step_index + 1, num_steps)
         return state, transform(state, info)
 
-    final_state, trace = jax.lax.scan(
-        body, initial_state, (jnp.arange(num_steps, dtype=jnp.int32), keys)
-    )
-    return final_state, trace
+    return jax.lax.scan(body, initial_state, jnp.arange(num_steps, dtype=jnp.int32))
+
+
+def _any_nonfinite(info) -> jax.Array:
+    flag = getattr(info, "nonfinite", None)
+    if flag is None and isinstance(info, dict):
+        flag = info.get("nonfinite")
+    return jnp.zeros((), bool) if flag is None else jnp.any(jnp.asarray(flag))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 6, 7))
+def _run_until(key, dynamic_step, static_step, initial_state, first_step, max_steps, done_fn,
+               meter):
+    step = eqx.combine(dynamic_step, static_step.tree())
+
+    def done(state):
+        return jnp.asarray(done_fn(state), bool).reshape(())
+
+    def cond(carry):
+        t, state, _ = carry
+        return ~done(state) & (t < max_steps)
+
+    def body(carry):
+        t, state, bad = carry
+        state, info = step(jax.random.fold_in(key, first_step + t), state)
+        if meter is not None:
+            meter[0].report(t + 1, meter[1])
+        return t + 1, state, bad | _any_nonfinite(info)
+
+    t, state, bad = jax.lax.while_loop(
+        cond, body, (jnp.zeros((), jnp.int32), initial_state, jnp.zeros((), bool)))
+    return state, RunUntilInfo(t, done(state), bad)

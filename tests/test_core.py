@@ -30,12 +30,116 @@ def test_run_equals_hand_loop(dtype):
     final, trace = run(key, alg, alg.init(x0), 20)
     state = x0
     means = []
-    for k in jax.random.split(key, 20):
-        state, info = alg.step(k, state)
+    for t in range(20):
+        state, info = alg.step(jax.random.fold_in(key, t), state)
         means.append(info["mean"])
     np.testing.assert_allclose(final, state, rtol=1e-6)
     np.testing.assert_allclose(trace["mean"], jnp.stack(means), rtol=1e-6)
     assert final.dtype == dtype and trace["mean"].shape == (20,)
+
+
+def test_run_continued_from_its_state_equals_one_long_run():
+    """Per-step keys come from the step counter: 2 x 500 steps == 1000 steps, bit for bit."""
+    alg = _ar1_pytree(0.9)
+    key, x0 = jax.random.key(4), jnp.zeros(3)
+    long_state, long_trace = run(key, alg, x0, 1000)
+    half, first = run(key, alg, x0, 500)
+    resumed, second = run(key, alg, half, 500, first_step=500)
+    np.testing.assert_array_equal(resumed, long_state)
+    np.testing.assert_array_equal(jnp.concatenate([first["mean"], second["mean"]]),
+                                  long_trace["mean"])
+    # the counter is traced: resuming at another step reuses the compiled loop
+    size = jaxsample.core._run._cache_size()
+    run(key, alg, half, 500, first_step=jnp.asarray(7))
+    assert jaxsample.core._run._cache_size() == size
+
+
+def test_checkpoint_resume_with_equinox_serialisation(tmp_path, dtype):
+    """The recipe in run's docstring: serialise (state, step), deserialise, continue."""
+    alg = _ar1_pytree(0.9)
+    key, x0 = jax.random.key(5), jnp.zeros(3, dtype)
+    state, _ = run(key, alg, x0, 30)
+    path = tmp_path / "run.eqx"
+    eqx.tree_serialise_leaves(path, (state, jnp.asarray(30)))
+    restored, step = eqx.tree_deserialise_leaves(path, (jnp.zeros(3, dtype), jnp.asarray(0)))
+    assert restored.dtype == dtype and int(step) == 30
+    resumed, _ = run(key, alg, restored, 20, first_step=step)
+    np.testing.assert_array_equal(resumed, run(key, alg, x0, 50)[0])
+
+
+def _walk_algorithm():
+    def step(key, x):
+        new = x + jax.random.normal(key, x.shape, x.dtype)
+        return new, {"nonfinite": ~jnp.isfinite(new)}
+
+    return SamplingAlgorithm(init=lambda x: x, step=step)
+
+
+def _outside(x):
+    return jnp.abs(x) > 2.0
+
+
+def test_run_until_stops_at_done_and_continues_the_run_stream():
+    alg, key, x0 = _walk_algorithm(), jax.random.key(6), jnp.zeros(())
+    state, info = jaxsample.run_until(key, alg, x0, done_fn=_outside, max_steps=1000)
+    steps = int(info.num_steps)
+    assert bool(info.done) and not bool(info.nonfinite) and 0 < steps < 1000
+    # the stopped state is run's state after the same number of steps, and it is the first exit
+    _, path = run(key, alg, x0, steps, transform=lambda s, i: s)
+    np.testing.assert_array_equal(path[-1], state)
+    assert bool(_outside(path[-1])) and not bool(jnp.any(_outside(path[:-1])))
+    # continuing with run from the returned count equals one long run
+    cont, _ = run(key, alg, state, 5, first_step=info.num_steps)
+    np.testing.assert_array_equal(cont, run(key, alg, x0, steps + 5)[0])
+
+
+def test_run_until_cap_done_at_start_and_vmap_over_chains():
+    alg, key = _walk_algorithm(), jax.random.key(7)
+    state, info = jaxsample.run_until(key, alg, jnp.zeros(()), done_fn=lambda x: False,
+                                      max_steps=9)
+    assert int(info.num_steps) == 9 and not bool(info.done)
+    np.testing.assert_array_equal(state, run(key, alg, jnp.zeros(()), 9)[0])
+    _, info = jaxsample.run_until(key, alg, jnp.full((), 5.0), done_fn=_outside, max_steps=9)
+    assert int(info.num_steps) == 0 and bool(info.done)
+    keys = jax.random.split(key, 4)
+    x0 = jnp.asarray([0.0, 1.0, -1.5, 3.0])
+    states, infos = jax.vmap(lambda k, x: jaxsample.run_until(
+        k, alg, x, done_fn=_outside, max_steps=200))(keys, x0)
+    for i in range(4):
+        state_i, info_i = jaxsample.run_until(keys[i], alg, x0[i], done_fn=_outside,
+                                              max_steps=200)
+        np.testing.assert_array_equal(states[i], state_i)
+        assert int(infos.num_steps[i]) == int(info_i.num_steps)
+    assert int(infos.num_steps[3]) == 0
+
+
+def test_run_until_reports_nonfinite_and_progress():
+    alg = SamplingAlgorithm(init=lambda x: x,
+                            step=lambda k, x: (x * 1e30, {"nonfinite": ~jnp.isfinite(x * 1e30)}))
+    _, info = jaxsample.run_until(jax.random.key(0), alg, jnp.ones((), jnp.float32),
+                                  done_fn=lambda x: False, max_steps=4)
+    assert bool(info.nonfinite)
+    meter = TextProgress(every=2, file=io.StringIO())
+    jaxsample.run_until(jax.random.key(0), _walk_algorithm(), jnp.zeros(()),
+                        done_fn=lambda x: False, max_steps=6, progress=meter)
+    jax.effects_barrier()
+    assert meter.steps_reported[-1] == 6
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"done_fn": 1, "max_steps": 3}, TypeError, "done_fn"),
+        ({"done_fn": _outside, "max_steps": -1}, ValueError, "max_steps"),
+        ({"done_fn": _outside, "max_steps": 2.0}, TypeError, "max_steps"),
+        ({"done_fn": _outside, "max_steps": 3, "first_step": -2}, ValueError, "first_step"),
+        ({"done_fn": _outside, "max_steps": jnp.asarray(3), "progress": TextProgress()},
+         TypeError, "max_steps"),
+    ],
+)
+def test_run_until_rejects_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        jaxsample.run_until(jax.random.key(0), _walk_algorithm(), jnp.zeros(()), **kwargs)
 
 
 def test_transform_chooses_trace():
@@ -157,6 +261,7 @@ def test_tqdm_progress():
         ({"num_steps": 2.0}, TypeError, "num_steps"),
         ({"num_steps": 3, "transform": 1}, TypeError, "transform"),
         ({"num_steps": 3, "progress": "yes"}, TypeError, "progress"),
+        ({"num_steps": 3, "first_step": 1.5}, TypeError, "first_step"),
     ],
 )
 def test_run_rejects_bad_input(kwargs, error, match):

@@ -139,10 +139,10 @@ def test_mala_hitting_times_match_mfpt(x64):
     expected_steps = temperature * tau / step_size
     alg = mala(lambda z: -h * jnp.sum((z**2 - 1) ** 2) / temperature, step_size=step_size)
     n = 400
-    steps, censored = first_passage_steps(
+    steps, info = first_passage_steps(
         jax.random.key(0), alg, -jnp.ones((n, 1)), lambda z: z[0] >= 1.0,
         max_steps=int(30 * expected_steps))
-    assert not bool(censored.any())
+    assert not bool(info.censored.any()) and not bool(info.nonfinite.any())
     steps = np.asarray(steps, np.float64)
     z = (steps.mean() - expected_steps) / (steps.std(ddof=1) / np.sqrt(n))
     assert abs(z) < 3.3, (steps.mean(), expected_steps, z)

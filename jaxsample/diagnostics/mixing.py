@@ -30,7 +30,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,8 +45,10 @@ from jaxsample._checks import (
     check_key,
     is_concrete,
 )
+from jaxsample.core import run_until
 
 __all__ = [
+    "FirstPassageInfo",
     "exact_mode_weights",
     "first_passage_steps",
     "fp_generator",
@@ -220,16 +224,43 @@ def kramers_rate(v_min, v_saddle, hess_min, hess_saddle, temperature) -> jax.Arr
             * jnp.exp(0.5 * (logdet_min - log_abs_saddle) - barrier / t))
 
 
+class FirstPassageInfo(NamedTuple):
+    """Censoring of :func:`first_passage_steps`.
+
+    Attributes:
+        censored: ``(n,)`` bool, the chain had not entered the target after ``max_steps`` moves
+            (its step count is then a lower bound).
+        nonfinite: ``(n,)`` bool, a step of the chain reported a non-finite value.
+    """
+
+    censored: jax.Array
+    nonfinite: jax.Array
+
+
+class _HitsTarget(eqx.Module):
+    """``in_target_fn(position_fn(state))`` (a module: equal functions share a compilation)."""
+
+    in_target_fn: Callable
+    position_fn: Callable
+
+    def __call__(self, state):
+        return jnp.asarray(self.in_target_fn(self.position_fn(state)), bool)
+
+
+def _default_position(state):
+    return state.position if hasattr(state, "position") else state
+
+
 def first_passage_steps(key: jax.Array, algorithm, initial_positions, in_target_fn: Callable, *,
                         max_steps: int, position_fn: Callable | None = None
-                        ) -> tuple[jax.Array, jax.Array]:
+                        ) -> tuple[jax.Array, FirstPassageInfo]:
     r"""Steps until each of ``n`` vmapped chains first enters a target set, with censoring.
 
-    The chains run as stopped chains (:func:`jaxsample.mcmc.adaptive_stop`) with the stopping
-    probability ``1[x ∈ target]``: one ``lax.while_loop`` with per-chain done masks, step keys
-    ``fold_in(split(key, n)[i], t)``. A chain that has not hit after ``max_steps`` moves is
-    censored (its step count is then a lower bound). Multiply by the step size of a Langevin
-    kernel to compare with :func:`mfpt` (ULA has a step-size bias; prefer MALA with small steps).
+    Each chain runs through :func:`jaxsample.run_until` with ``done_fn = 1[x ∈ target]`` (one
+    ``lax.while_loop``, vmapped over chains: finished chains are frozen), chain ``i`` with the
+    key ``split(key, n)[i]``. A chain that has not hit after ``max_steps`` moves is censored
+    (its step count is then a lower bound). Multiply by the step size of a Langevin kernel to
+    compare with :func:`mfpt` (ULA has a step-size bias; prefer MALA with small steps).
 
     Args:
         key: PRNG key.
@@ -237,19 +268,34 @@ def first_passage_steps(key: jax.Array, algorithm, initial_positions, in_target_
         initial_positions: ``(n, ...)``.
         in_target_fn: position -> bool.
         max_steps: ``>= 1``.
-        position_fn: base state -> position (default ``state.position``).
+        position_fn: base state -> position (default ``state.position``, or the state itself).
 
     Returns:
-        ``(steps (n,) int32, censored (n,) bool)``.
-    """
-    from jaxsample.mcmc.stopping import adaptive_stop, sample_until_stopped
+        ``(steps (n,) int32, FirstPassageInfo(censored, nonfinite))``.
 
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import jaxsample
+        >>> from jaxsample.diagnostics.mixing import first_passage_steps
+        >>> walk = jaxsample.SamplingAlgorithm(
+        ...     init=lambda x: x, step=lambda k, x: (x + jax.random.normal(k, x.shape), {}))
+        >>> steps, info = first_passage_steps(jax.random.key(0), walk, jnp.zeros((4, 1)),
+        ...                                   lambda x: x[0] > 2.0, max_steps=10_000)
+        >>> steps.shape, bool(info.censored.any())
+        ((4,), False)
+    """
     key = check_key("key", key)
     in_target_fn = check_callable("in_target_fn", in_target_fn)
-    wrapped = adaptive_stop(algorithm, lambda x: jnp.asarray(in_target_fn(x)).astype(jnp.float32),
-                            position_fn=position_fn, max_steps=max_steps)
-    _, info = sample_until_stopped(key, wrapped, initial_positions)
-    return info.lengths, info.truncated
+    position_fn = check_callable("position_fn", position_fn, allow_none=True) or _default_position
+    max_steps = check_int("max_steps", max_steps, 1)
+    initial_positions = check_array("initial_positions", initial_positions, kind="numeric",
+                                    min_rows=1)
+    hits = _HitsTarget(in_target_fn, position_fn)
+    states = jax.vmap(algorithm.init)(initial_positions)
+    keys = jax.random.split(key, initial_positions.shape[0])
+    _, info = jax.vmap(lambda k, state: run_until(
+        k, algorithm, state, done_fn=hits, max_steps=max_steps))(keys, states)
+    return info.num_steps, FirstPassageInfo(~info.done, info.nonfinite)
 
 
 def mode_weights(assignments, num_modes: int) -> jax.Array:

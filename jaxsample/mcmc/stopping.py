@@ -18,7 +18,8 @@ Poisson equation ``(I − K)h = p₀/π − 1`` and ``σ* = 1/h``, ``min h = 1``
 
 * :func:`adaptive_stop` wraps any :class:`~jaxsample.SamplingAlgorithm` (and a BlackJAX kernel
   through a two-line adapter) into a stopped chain; :func:`sample_until_stopped` runs a batch of
-  them to termination in one ``lax.while_loop`` with per-chain done masks and a length cap.
+  them to termination through :func:`jaxsample.run_until` (one ``lax.while_loop``, vmapped
+  over chains) with a length cap.
 * :func:`optimal_stop_tabular` and :func:`terminal_law` are the exact finite-state solvers.
 * :func:`train_stopping` fits ``σ_θ = 1/h_θ`` by the Poisson/TD loss with two independent moves
   plus a minimal-flow penalty, over any π-reversible base kernel (MALA by default in the
@@ -46,7 +47,7 @@ from jaxsample._checks import (
     check_number,
     is_concrete,
 )
-from jaxsample.core import SamplingAlgorithm, Step, _Static
+from jaxsample.core import SamplingAlgorithm, Step, run_until
 
 __all__ = [
     "StopInfo",
@@ -100,14 +101,11 @@ class StopInfo(NamedTuple):
         truncated: ``(n,)`` bool; a truncated chain's output is **not** a draw of the stopped
             chain's terminal law (it hit ``max_steps``).
         nonfinite: ``(n,)`` bool, a non-finite position, stopping probability or base move.
-        num_iterations: int32, loop iterations run (``max(lengths) + 1`` at most
-            ``max_steps + 1``).
     """
 
     lengths: jax.Array
     truncated: jax.Array
     nonfinite: jax.Array
-    num_iterations: jax.Array
 
 
 def _default_position(state):
@@ -196,13 +194,13 @@ def adaptive_stop(algorithm: SamplingAlgorithm, stop_prob_fn: Callable, *,
 
 def sample_until_stopped(key: jax.Array, wrapped: SamplingAlgorithm,
                          initial_positions) -> tuple[jax.Array, StopInfo]:
-    r"""Run ``n`` stopped chains to termination: one ``lax.while_loop`` over the vmapped step.
+    r"""Run ``n`` stopped chains to termination: :func:`jaxsample.run_until` vmapped over chains.
 
-    Chain ``i`` uses ``chain_key = jax.random.split(key, n)[i]`` and, at iteration ``t``, the step
-    key ``jax.random.fold_in(chain_key, t)``: its randomness does not depend on the batch, so the
-    batch equals a per-chain loop exactly. The loop ends when every chain is done, at most after
-    ``max_steps + 1`` iterations (a chain still running at the cap is returned with
-    ``truncated = True``).
+    Chain ``i`` uses ``chain_key = jax.random.split(key, n)[i]`` and, at its step ``t``, the
+    step key ``jax.random.fold_in(chain_key, t)`` (the driver's keys): its randomness does not
+    depend on the batch, so the batch equals a per-chain loop exactly. The loop ends when every
+    chain is done; a chain still running after ``max_steps`` moves is returned with
+    ``truncated = True``.
 
     Args:
         key: PRNG key.
@@ -220,32 +218,19 @@ def sample_until_stopped(key: jax.Array, wrapped: SamplingAlgorithm,
     initial_positions = check_array("initial_positions", initial_positions, kind="numeric",
                                     finite=True, min_rows=1)
     states = jax.vmap(wrapped.init)(initial_positions)
-    dynamic, static = eqx.partition(wrapped.step, eqx.is_array)
-    return _until_stopped(key, dynamic, _Static(static), states)
+    chain_keys = jax.random.split(key, initial_positions.shape[0])
+    # a chain tests stopping once more after its last move: max_steps + 1 steps at most
+    cap = jnp.max(states.max_steps) + 1
+    final, run_info = jax.vmap(lambda k, state: run_until(
+        k, wrapped, state, done_fn=_is_done, max_steps=cap))(chain_keys, states)
+    positions = jax.vmap(wrapped.step.keywords["position_fn"])(final.inner)
+    finite = jnp.all(jnp.isfinite(positions).reshape(positions.shape[0], -1), axis=1)
+    return positions, StopInfo(final.length, final.truncated | ~final.done,
+                               run_info.nonfinite | ~finite)
 
 
-@eqx.filter_jit
-def _until_stopped(key, dynamic, static, states):
-    step = eqx.combine(dynamic, static.tree())
-    num_chains = states.done.shape[0]
-    chain_keys = jax.random.split(key, num_chains)
-    cap = jnp.max(states.max_steps)
-
-    def cond(carry):
-        t, state, _ = carry
-        return jnp.any(~state.done) & (t <= cap)
-
-    def body(carry):
-        t, state, bad = carry
-        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(chain_keys, t)
-        state, info = jax.vmap(step)(keys, state)
-        return t + 1, state, bad | info.nonfinite
-
-    t, state, bad = jax.lax.while_loop(
-        cond, body, (jnp.zeros((), jnp.int32), states, jnp.zeros((num_chains,), bool)))
-    positions = jax.vmap(step.keywords["position_fn"])(state.inner)
-    finite = jnp.all(jnp.isfinite(positions).reshape(num_chains, -1), axis=1)
-    return positions, StopInfo(state.length, state.truncated | ~state.done, bad | ~finite, t)
+def _is_done(state: StopState) -> jax.Array:
+    return state.done
 
 
 # ---------------------------------------------------------------------------------------------
