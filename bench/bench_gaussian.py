@@ -387,9 +387,9 @@ def _matrix_free_table(size):
             t, (x, info) = _transform(oracle, z, mean, kappa, tol, rule, 1)
             rows.append(Row(case, f"{rule} resolvent (matrix-free, CG)",
                             {"queries/sample": int(info.num_levels),
-                             "products Λv/sample": int(info.solver_iterations),
+                             "products Λv/sample": int(info.solver.num_iterations),
                              "whitened error": error(x),
-                             "CG converged": bool(info.converged)}, t))
+                             "CG converged": bool(info.solver.converged)}, t))
         if size != "quick":
             coefficients = _chebyshev_coefficients(kappa, tol)
             t, (x, info) = time_fn(gaussian.chebyshev_sample, key, oracle.score, mean=mean,

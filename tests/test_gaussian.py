@@ -16,6 +16,7 @@ import scipy.stats
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import jaxsample
 from jaxsample import gaussian as G
 from jaxsample.gaussian import resolvent as RS
 from jaxsample.kernels import resolvent as R
@@ -115,7 +116,7 @@ def test_query_count_equals_node_count(known_mean):
     q = R.elliptic_num_nodes(1.0, 100.0, 1e-3)
     expected = 5 * q if known_mean else 5 * q + q + 1
     assert info.num_queries == expected == len(points)
-    assert info.answer_bits == 32 and info.solver_iterations == 0 and info.converged
+    assert info.answer_bits == 32 and info.solver.num_iterations == 0 and info.solver.converged
 
 
 def test_dense_oracle_keeps_the_resolvent_accurate_at_every_tau(x64):
@@ -157,16 +158,17 @@ def test_matrix_free_oracle_matches_dense_and_reports_cg(x64):
     # (v - w)/tau at tau = 1e-3 keeps tolerance/(tau lambda_min) = 2e-12 relative accuracy
     assert np.all(np.linalg.norm(a - b, axis=1) <= 1e-10 * np.linalg.norm(a, axis=1))
     # CG's report: no solve at tau = 0 (the plain product), at most a few d steps otherwise
-    assert bool(jnp.all(stats.converged)) and int(stats.iterations[0]) == 0
-    assert bool(jnp.all((stats.iterations[1:] >= 1) & (stats.iterations[1:] <= 4 * d)))
+    assert bool(jnp.all(stats.converged)) and int(stats.num_iterations[0]) == 0
+    assert bool(jnp.all((stats.num_iterations[1:] >= 1) & (stats.num_iterations[1:] <= 4 * d)))
     # the sampler sums, over the levels, the slowest sample's count; a cap below what CG needs
     # is reported, not hidden (every level's solve runs at least one step)
     capped = G.smoothed_score_oracle(lambda v: jnp.asarray(precision) @ v, jnp.asarray(mean),
                                      max_iterations=2)
     x_capped, info = G.sample(jax.random.key(0), capped, mean=jnp.asarray(mean), lambda_min=1.0,
                               lambda_max=kappa, tol=1e-3, num_samples=3)
-    assert not info.converged
-    assert info.num_levels <= info.solver_iterations <= 2 * info.num_levels
+    assert not info.solver.converged
+    assert jaxsample.RESULTS[info.solver.result].startswith("did not converge within max_iterations")
+    assert info.num_levels <= info.solver.num_iterations <= 2 * info.num_levels
     assert not info.nonfinite and bool(jnp.all(jnp.isfinite(x_capped)))
 
 
@@ -355,7 +357,7 @@ def test_baselines_in_float32():
     ]
     for x, info in outs:
         assert x.dtype == jnp.float32 and x.shape == (2, 3) and not bool(info.nonfinite)
-        assert info.answer_bits == 32 and info.converged and info.solver_iterations == 0
+        assert info.answer_bits == 32 and info.solver.converged and info.solver.num_iterations == 0
 
 
 def test_bad_inputs_raise_clear_errors():

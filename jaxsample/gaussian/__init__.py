@@ -9,7 +9,6 @@
 from jaxsample.gaussian import baselines as baselines
 from jaxsample.gaussian import resolvent as resolvent
 from jaxsample.gaussian._common import GaussianInfo as GaussianInfo
-from jaxsample.gaussian._common import SolveStats as SolveStats
 from jaxsample.gaussian.baselines import chebyshev_sample as chebyshev_sample
 from jaxsample.gaussian.baselines import cholesky_sample as cholesky_sample
 from jaxsample.gaussian.baselines import lanczos_sample as lanczos_sample
@@ -19,7 +18,6 @@ from jaxsample.gaussian.resolvent import transform_noise as transform_noise
 
 __all__ = [
     "GaussianInfo",
-    "SolveStats",
     "baselines",
     "chebyshev_sample",
     "cholesky_sample",

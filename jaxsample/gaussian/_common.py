@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsample._checks import check_array, check_callable, check_number, is_concrete
+from jaxsample._solver import SolverStats, select
 
 
 class GaussianInfo(NamedTuple):
@@ -22,44 +23,48 @@ class GaussianInfo(NamedTuple):
         answer_bits: int32, bits per coordinate of each per-sample answer: ``b`` for quantised
             answers, the float width (32 or 64) otherwise. One sample's answers take
             ``num_levels · d · answer_bits`` bits.
-        solver_iterations: int32, iterations of the oracle's inner solver along one sample's
-            queries (at each level the largest over the samples, which is what the batched solve
-            runs), plus those of the shared queries; 0 when the oracle solves nothing (dense
-            oracle, plain functions, the baselines).
-        converged: bool, every inner solve met its tolerance (``True`` when there is none).
+        solver: :class:`~jaxsample.SolverStats` of the oracle's inner solver: its iterations
+            along one sample's queries (at each level the largest over the samples, which is what
+            the batched solve runs), plus those of the shared queries (0 when the oracle solves
+            nothing: dense oracle, plain functions, the baselines), and the first unsuccessful
+            result of any solve (``successful`` when there is none).
         nonfinite: bool, ``True`` if any sample is not finite.
     """
 
     num_queries: jax.Array
     num_levels: jax.Array
     answer_bits: jax.Array
-    solver_iterations: jax.Array
-    converged: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
-class SolveStats(NamedTuple):
-    """An oracle's inner-solver report for one query: ``iterations`` (int32), ``converged``."""
-
-    iterations: jax.Array
-    converged: jax.Array
-
-
-def no_solve() -> SolveStats:
+def no_solve() -> SolverStats:
     """The report of a query that solves nothing."""
-    return SolveStats(jnp.zeros((), jnp.int32), jnp.ones((), bool))
+    return SolverStats.of(0, converged=jnp.ones((), bool))
+
+
+def add_solves(stats: SolverStats, new: SolverStats) -> SolverStats:
+    """Two solves in sequence: iterations add up, the first unsuccessful result is kept."""
+    result = select(stats.converged, new.result, stats.result)
+    return SolverStats(stats.num_iterations + new.num_iterations, result)
+
+
+def slowest_solve(batch: SolverStats) -> SolverStats:
+    """A batch of solves run together: the most iterations, the first unsuccessful result."""
+    first_failure = jnp.argmin(batch.converged)
+    return SolverStats(jnp.max(batch.num_iterations),
+                       jax.tree.map(lambda value: value[first_failure], batch.result))
 
 
 def make_info(num_queries: int, num_levels: int, answer_bits: int, samples: jax.Array,
-              stats: SolveStats | None = None) -> GaussianInfo:
+              stats: SolverStats | None = None) -> GaussianInfo:
     """A :class:`GaussianInfo` from host counts, the samples and the (summed) solver report."""
     stats = no_solve() if stats is None else stats
     return GaussianInfo(
         num_queries=jnp.asarray(num_queries, jnp.int32),
         num_levels=jnp.asarray(num_levels, jnp.int32),
         answer_bits=jnp.asarray(answer_bits, jnp.int32),
-        solver_iterations=jnp.asarray(stats.iterations, jnp.int32),
-        converged=jnp.asarray(stats.converged, bool),
+        solver=stats,
         nonfinite=jnp.logical_not(jnp.all(jnp.isfinite(samples))),
     )
 

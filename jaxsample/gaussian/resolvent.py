@@ -14,7 +14,7 @@ rule, and no ``1/ε`` in its round-off floor); the sinc rule is kept as ``rule="
   ``b``-bit dithered answers); :func:`transform_noise` is the same map applied to given noise.
 - :func:`smoothed_score_oracle`: ``s_τ`` for a dense or matrix-free precision, in forms that keep
   the resolvent accurate; the matrix-free one solves with lineax's conjugate gradients and reports
-  the solver's iterations and convergence (:class:`SolveStats`), which :class:`GaussianInfo`
+  the solver's iterations and convergence (:class:`~jaxsample.SolverStats`), which :class:`GaussianInfo`
   carries.
 """
 
@@ -31,9 +31,10 @@ import lineax as lx
 import numpy as np
 
 from jaxsample._checks import check_choice, check_int, check_key, check_number, is_concrete
+from jaxsample._solver import from_lineax
 from jaxsample.gaussian._common import (
     GaussianInfo,
-    SolveStats,
+    add_solves,
     check_mean,
     check_noise,
     check_oracle,
@@ -42,12 +43,12 @@ from jaxsample.gaussian._common import (
     float_bits,
     make_info,
     no_solve,
+    slowest_solve,
 )
 from jaxsample.kernels.resolvent import RULES, dithered_quantize, quadrature_rule, resolvent
 
 __all__ = [
     "GaussianInfo",
-    "SolveStats",
     "sample",
     "smoothed_score_oracle",
     "transform_noise",
@@ -83,7 +84,7 @@ class _DenseSmoothedScore(eqx.Module):
             return -(bulk * offset + self.eigenvectors @ (excess * coordinates))
 
     def with_stats(self, x, tau):
-        """``(s_τ(x), SolveStats)``; a spectral evaluation solves nothing."""
+        """``(s_τ(x), SolverStats)``; a spectral evaluation solves nothing."""
         return self(x, tau), no_solve()
 
     def score(self, x):
@@ -109,7 +110,7 @@ class _MatrixFreeSmoothedScore(eqx.Module):
     max_iterations: int = eqx.field(static=True)
 
     def with_stats(self, x, tau):
-        """``(s_τ(x), SolveStats)``: the score and the CG solve's iterations and convergence."""
+        """``(s_τ(x), SolverStats)``: the score and the CG solve's iterations and convergence."""
         with jax.named_scope("matrix_free_smoothed_score"):
             dtype = self.mean.dtype
             tau = jnp.asarray(tau, dtype)
@@ -129,8 +130,7 @@ class _MatrixFreeSmoothedScore(eqx.Module):
                 solver = lx.CG(rtol=0.0, atol=self.tolerance, norm=_two_norm,
                                stabilise_every=None, max_steps=self.max_iterations)
                 solution = lx.linear_solve(operator, offset / scale, solver, throw=False)
-                stats = SolveStats(jnp.asarray(solution.stats["num_steps"], jnp.int32),
-                                   solution.result == lx.RESULTS.successful)
+                stats = from_lineax(solution)
                 safe_tau = jnp.where(tau > 0, tau, 1)
                 return -(offset - solution.value * scale) / safe_tau, stats
 
@@ -175,11 +175,11 @@ def smoothed_score_oracle(
       ``tolerance · log κ``. For ``τλ ≪ 1`` the subtraction costs ``s_τ`` itself relative accuracy
       (``≈ tolerance/(τλ)``), which the sampler does not see. CG on ``I + τΛ`` takes up to
       ``≈ ½√κ log(2/tolerance)`` iterations per query at large ``τ``: the smoothed-score model
-      counts queries, ``info.solver_iterations`` counts this work. A product ``Λ v`` rounded
+      counts queries, ``info.solver.num_iterations`` counts this work. A product ``Λ v`` rounded
       relative to ``‖Λ‖‖v‖`` limits any solve to about ``u κ`` relative accuracy in the
       ``λ_min`` directions.
 
-    ``oracle.with_stats(x, tau)`` returns ``(s_τ(x), SolveStats)``: the CG iterations and whether
+    ``oracle.with_stats(x, tau)`` returns ``(s_τ(x), SolverStats)``: the CG iterations and whether
     CG met ``tolerance`` within ``max_iterations`` (zero iterations and ``True`` for the dense
     oracle). :func:`sample` collects them into :class:`GaussianInfo`; any oracle may offer this
     method. The oracle is an equinox Module (a pytree whose leaves are ``λ``, ``Q`` and ``m``),
@@ -288,10 +288,6 @@ def _auto_bits(rule, lambda_min, lambda_max, tol, dim) -> int:
     return 1 + max(1, math.ceil(math.log2(codes + 1)))
 
 
-def _add(stats, new):
-    return SolveStats(stats.iterations + new.iterations, stats.converged & new.converged)
-
-
 @eqx.filter_jit
 def _resolvent_transform(evaluate, z, dither_key, center, weights, taus, lambda_min, pre_tau,
                          bits, known_mean):
@@ -312,11 +308,11 @@ def _resolvent_transform(evaluate, z, dither_key, center, weights, taus, lambda_
                 base_score = None
             else:
                 base_score, shared = evaluate(base, tau)
-                stats = _add(stats, shared)
+                stats = add_solves(stats, shared)
             answers, solves = jax.vmap(
                 lambda zi: resolvent(evaluate, zi, tau, base, base_score, has_aux=True))(z)
             # the batched solve runs until its slowest sample has converged
-            stats = _add(stats, SolveStats(jnp.max(solves.iterations), jnp.all(solves.converged)))
+            stats = add_solves(stats, slowest_solve(solves))
             if bits is not None:
                 bound = tau / (1 + tau * lambda_min) * z_norms
                 answers, _ = dithered_quantize(level_key, answers, bound, bits)
@@ -473,8 +469,8 @@ def sample(
     (``u`` the unit round-off), which lands within round-off of ``m``:
     ``q · num_samples + q + 1`` queries, and the last base point is the mean estimate. An oracle
     with an inner solver (the matrix-free :func:`smoothed_score_oracle`) reports its iterations
-    and convergence through ``with_stats``; ``info.solver_iterations`` and ``info.converged``
-    carry them.
+    and convergence through ``with_stats``; ``info.solver`` (a :class:`~jaxsample.SolverStats`)
+    carries them.
 
     Finite-bit answers (``bits``): each answer ``R_{τ_k} z`` is sent with ``b`` bits per
     coordinate through :func:`jaxsample.kernels.resolvent.dithered_quantize` on its range
