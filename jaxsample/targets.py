@@ -30,6 +30,7 @@ import numpy as np
 import scipy.linalg
 
 from jaxsample.kernels import pairwise
+from jaxsample.kernels.roots import bisect
 
 __all__ = [
     "Banana",
@@ -472,14 +473,14 @@ def _inverse_cdf(key, grid, cdf, shape, dtype):
     return jnp.interp(u, cdf, grid).astype(dtype)
 
 
-def _bisect(fn, lo: float, hi: float) -> float:
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if np.sign(fn(mid)) == np.sign(fn(lo)):
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+def _roots(fn, brackets) -> tuple[float, ...]:
+    """The root of ``fn`` in each ``(lo, hi)`` of ``brackets`` (one sign change in each), to
+    float64 precision whatever the session's precision (64 halvings of a bracket of width <= 4)."""
+    with jax.enable_x64(True):
+        lo, hi = (jnp.asarray(ends, jnp.float64) for ends in zip(*brackets, strict=True))
+        sign_lo = jnp.sign(fn(lo))
+        lo, hi = bisect(lambda x: jnp.sign(fn(x)) == sign_lo, lo, hi, num_iterations=64)
+        return tuple(float(x) for x in 0.5 * (lo + hi))
 
 
 class TiltedDoubleWell(eqx.Module):
@@ -528,8 +529,8 @@ class TiltedDoubleWell(eqx.Module):
             return 4 * self.barrier * x * (x * x - 1) + self.tilt
 
         edge = 1 / math.sqrt(3)
-        self.minima = (_bisect(dv, -2.0, -edge), _bisect(dv, edge, 2.0))
-        self.saddle = _bisect(dv, -edge, edge)
+        left, right, self.saddle = _roots(dv, [(-2.0, -edge), (edge, 2.0), (-edge, edge)])
+        self.minima = (left, right)
         width = 2.0 + 12.0 * math.sqrt(self.temperature / self.barrier)
         grid, self.log_normalizer, cdf = _tabulate_1d(
             lambda x: -self._potential_np(x) / self.temperature, -width, width)
@@ -673,7 +674,7 @@ class ManyWell(eqx.Module):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
             raise ValueError(f"dim must be an even int >= 2, got {dim}")
         self.dim = dim
-        self.saddle = _bisect(lambda x: -4 * x**3 + 12 * x + 0.5, -0.5, 0.5)
+        (self.saddle,) = _roots(lambda x: -4 * x**3 + 12 * x + 0.5, [(-0.5, 0.5)])
         grid, log_z1, cdf = _tabulate_1d(lambda x: -x**4 + 6 * x**2 + 0.5 * x, -5.0, 5.0)
         left = float(np.interp(self.saddle, grid, cdf))
         self.log_normalizer = dim // 2 * (log_z1 + 0.5 * _LOG_2PI)

@@ -51,6 +51,7 @@ from jaxsample.kernels.extremes import (
     gpd_logsf,
     log1p_ratio,
 )
+from jaxsample.kernels.roots import bisect
 from jaxsample.risk._laws import GPD, Empirical, Gumbel, Normal, RewardLaw
 
 __all__ = [
@@ -226,20 +227,14 @@ def _iterations(dtype):
     return 64 if dtype == jnp.float64 else 36
 
 
-def _bisect(logsf, log_sf, lo, hi, iterations):
+def _invert_logsf(logsf, log_sf, lo, hi, iterations):
     """``x`` with ``logsf(x) = log_sf`` for a decreasing ``logsf``, bisecting on ``asinh x``
     (relative precision for large ``|x|``, absolute near 0)."""
     big = jnp.asarray(jnp.finfo(log_sf.dtype).max ** 0.5, log_sf.dtype)
     a = jnp.arcsinh(jnp.clip(jnp.minimum(lo, hi), -big, big))
     b = jnp.arcsinh(jnp.clip(jnp.maximum(lo, hi), -big, big))
-
-    def step(_, bounds):
-        a, b = bounds
-        mid = 0.5 * (a + b)
-        below = logsf(jnp.sinh(mid)) > log_sf  # survival still above the level: go right
-        return jnp.where(below, mid, a), jnp.where(below, b, mid)
-
-    a, b = jax.lax.fori_loop(0, iterations, step, (a, b))
+    # survival still above the level: the point lies to the right
+    a, b = bisect(lambda mid: logsf(jnp.sinh(mid)) > log_sf, a, b, num_iterations=iterations)
     return jnp.sinh(0.5 * (a + b))
 
 
@@ -248,8 +243,8 @@ def _mixture_quantile(log_sf, log_p, log_q, correct, incorrect):
     lo_w, hi_w = incorrect.bracket(log_sf)
     # G's level-q point lies between the classes' level-q points
     lo, hi = jnp.minimum(lo_c, lo_w), jnp.maximum(hi_c, hi_w)
-    return _bisect(lambda x: _mixture_logsf(x, log_p, log_q, correct, incorrect), log_sf, lo, hi,
-                   _iterations(log_sf.dtype))
+    return _invert_logsf(lambda x: _mixture_logsf(x, log_p, log_q, correct, incorrect), log_sf,
+                         lo, hi, _iterations(log_sf.dtype))
 
 
 def _posterior_correct(x, log_p, log_q, correct, incorrect):
@@ -378,7 +373,7 @@ def _law_quantile(law, log_sf):
     lo, hi = law.bracket(log_sf)
     if law.exact_quantile:
         return lo
-    return _bisect(law.logsf, log_sf, lo, hi, _iterations(log_sf.dtype))
+    return _invert_logsf(law.logsf, log_sf, lo, hi, _iterations(log_sf.dtype))
 
 
 def _simulate_maxima(key, n, p, correct, incorrect, size):
@@ -602,7 +597,7 @@ def _tension(scores, labels, n, p_correct, threshold_quantile):
                 return jnp.where(jnp.isfinite(log_mass), y, jnp.zeros_like(y))
 
             hi = jnp.maximum(top(log_mc, fit_c), top(log_mw, fit_w))
-            y = _bisect(pooled_logsf, target, jnp.zeros_like(hi), hi, _iterations(dtype))
+            y = _invert_logsf(pooled_logsf, target, jnp.zeros_like(hi), hi, _iterations(dtype))
             y = jnp.where(target >= pooled_logsf(jnp.zeros_like(y)), jnp.zeros_like(y), y)
             gap = gpd_hazard(y, fit_w.shape, fit_w.scale) - gpd_hazard(y, fit_c.shape,
                                                                        fit_c.scale)

@@ -44,6 +44,7 @@ import optax
 
 from jaxsample._checks import check_array, check_choice, check_int, check_key, is_concrete
 from jaxsample.kernels import betabinomial as bb
+from jaxsample.kernels.roots import bisect
 
 __all__ = [
     "UNREACHABLE",
@@ -347,23 +348,18 @@ def budget_at(tau, alpha, beta, pi0=0.0, *, max_budget: int | None = None) -> ja
 def _budget_at(tau, alpha, beta, pi0, *, max_budget, int_dtype):
     with jax.named_scope("budget_at"):
         tau, alpha, beta, pi0 = jnp.broadcast_arrays(tau, alpha, beta, pi0)
-        search = functools.partial(_bisect_budget, max_budget=max_budget, int_dtype=int_dtype)
+        search = functools.partial(_smallest_budget, max_budget=max_budget, int_dtype=int_dtype)
         flat = jax.vmap(search)(tau.ravel(), alpha.ravel(), beta.ravel(), pi0.ravel())
         return flat.reshape(tau.shape)
 
 
-def _bisect_budget(tau, alpha, beta, pi0, *, max_budget, int_dtype):
+def _smallest_budget(tau, alpha, beta, pi0, *, max_budget, int_dtype):
     def asr(n):
         return (1 - pi0) * -jnp.expm1(bb.log_survival(n.astype(alpha.dtype), alpha, beta))
 
-    def step(_, bounds):
-        lo, hi = bounds
-        mid = lo + (hi - lo) // 2
-        reached = asr(mid) >= tau
-        return jnp.where(reached, lo, mid), jnp.where(reached, mid, hi)
-
     lo, hi = jnp.zeros((), int_dtype), jnp.asarray(max_budget, int_dtype)
-    _, hi = jax.lax.fori_loop(0, int(max_budget).bit_length(), step, (lo, hi))
+    _, hi = bisect(lambda n: ~(asr(n) >= tau), lo, hi,
+                   num_iterations=int(max_budget).bit_length())
     return jnp.where(asr(jnp.asarray(max_budget, int_dtype)) >= tau, hi,
                      jnp.asarray(UNREACHABLE, int_dtype))
 
