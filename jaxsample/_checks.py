@@ -19,15 +19,20 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "AUTODIFF",
     "check_array",
     "check_callable",
     "check_choice",
     "check_chunk_size",
     "check_hyperparameter",
+    "check_initial_logdensity",
     "check_int",
     "check_key",
     "check_number",
+    "check_position",
     "is_concrete",
+    "resolve_score_fn",
+    "score_callable",
 ]
 
 _KINDS = {
@@ -211,3 +216,158 @@ def check_array(
         if not np.all(np.isfinite(np.asarray(array))):
             raise ValueError(f"{name} must be finite; got NaN or inf entries")
     return array
+
+
+def _leaf_name(name: str, path) -> str:
+    return name + jax.tree_util.keystr(path)
+
+
+def check_position(name: str, position, *, batch_ndim: int = 0, finite: bool = True):
+    """A position: an array or a pytree of floating arrays sharing ``batch_ndim`` leading axes.
+
+    Every leaf is checked as :func:`check_array` does (floating, finite when concrete) and named
+    by its path (``position['mu']``); a point needs at least one coordinate, and a batch needs
+    the same leading axes on every leaf. Returns the position with leaves as JAX arrays (an array
+    stays an array: the flat path).
+    """
+    if position is None or isinstance(position, str | bytes):
+        raise TypeError(f"{name} must be an array or a pytree of arrays, got "
+                        f"{type(position).__name__}")
+    leaves = jax.tree_util.tree_flatten_with_path(position)[0]
+    if not leaves:
+        raise ValueError(f"{name} must have at least one array leaf, got {position!r}")
+    batch = None
+    checked = []
+    for path, leaf in leaves:
+        leaf_name = _leaf_name(name, path)
+        leaf = check_array(leaf_name, leaf, finite=finite)
+        if leaf.ndim < batch_ndim:
+            raise ValueError(f"{leaf_name} must have {batch_ndim} leading batch axis(es), got "
+                             f"shape {leaf.shape}")
+        if batch is None:
+            batch = leaf.shape[:batch_ndim]
+        elif leaf.shape[:batch_ndim] != batch:
+            raise ValueError(f"{leaf_name} must have leading axes {batch} like the first leaf, "
+                             f"got shape {leaf.shape}")
+        checked.append(leaf)
+    if sum(math.prod(leaf.shape[batch_ndim:]) for leaf in checked) == 0:
+        raise ValueError(f"{name} needs at least one coordinate per point, got shapes "
+                         f"{[leaf.shape for leaf in checked]}")
+    return jax.tree.unflatten(jax.tree.structure(position), checked)
+
+
+def _describe(fn) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def check_initial_logdensity(name: str, fn, logdensity, position, *, batch_ndim: int = 0):
+    """Refuse a start where ``fn`` is non-finite at every point, when the values are concrete.
+
+    Called by ``init`` with the log-densities it computed (``logdensity`` of the batch shape) and
+    the ``position`` they came from. Under ``jit``/``vmap`` (tracers) nothing is checked: the
+    sampler's ``Info.nonfinite`` reports it. One finite point is enough to pass (a particle
+    method recovers from the others).
+
+    Raises:
+        ValueError: naming ``fn`` and the first offending input.
+    """
+    if not (is_concrete(logdensity) and is_concrete(position)):
+        return
+    values = np.asarray(logdensity)
+    if values.size == 0 or np.any(np.isfinite(values)):
+        return
+    index = (0,) * batch_ndim
+    first = jax.tree.map(lambda leaf: np.asarray(leaf)[index], position)
+    shown = np.array2string(first, threshold=8) if isinstance(first, np.ndarray) else repr(
+        jax.tree.map(lambda a: np.array2string(a, threshold=8), first))
+    where = f"position[{', '.join(map(str, index))}]" if batch_ndim else "position"
+    raise ValueError(
+        f"{name} ({_describe(fn)}) is not finite at any initial point: {name}({where}) = "
+        f"{values.reshape(-1)[0]} at {where} = {shown}. Start where the density is positive "
+        "(e.g. inside the support of a constrained parameter).")
+
+
+AUTODIFF = "autodiff"
+
+
+def _same_construction(candidate, reference, depth: int = 0) -> bool:
+    """Whether two functions were built by the same code with equal captured settings.
+
+    Walks both closures in parallel: equal code objects, captured values equal (numbers,
+    strings, tuples, None), identical (the same object) or themselves the same construction.
+    Anything else (including an unreadable closure) counts as different.
+    """
+    if candidate is reference:
+        return True
+    if depth > 8:
+        return False
+    code_a, code_b = getattr(candidate, "__code__", None), getattr(reference, "__code__", None)
+    if code_a is None or code_a is not code_b:
+        return False
+    cells_a, cells_b = candidate.__closure__ or (), reference.__closure__ or ()
+    if len(cells_a) != len(cells_b):
+        return False
+    for cell_a, cell_b in zip(cells_a, cells_b, strict=True):
+        try:
+            a, b = cell_a.cell_contents, cell_b.cell_contents
+        except ValueError:
+            return False
+        if a is b:
+            continue
+        if isinstance(a, bool | int | float | str | tuple | type(None)) and type(a) is type(b):
+            if a != b:
+                return False
+        elif not _same_construction(a, b, depth + 1):
+            return False
+    return True
+
+
+def _is_inline_grad(score_fn, logdensity_fn) -> bool:
+    """``score_fn`` is ``jax.grad(logdensity_fn)`` with default arguments (checked, not guessed).
+
+    ``jax.grad`` keeps ``logdensity_fn`` in ``__wrapped__`` but not its options; the check builds
+    a fresh ``jax.grad(logdensity_fn)`` and compares the two constructions (code and captured
+    ``argnums``, ``has_aux``, ``holomorphic``, ``allow_int``) and their docstrings (which name
+    ``argnums``). If anything cannot be read, it is a user function.
+    """
+    if getattr(score_fn, "__wrapped__", None) is not logdensity_fn:
+        return False
+    reference = jax.grad(logdensity_fn)
+    return (score_fn.__doc__ is not None and score_fn.__doc__ == reference.__doc__
+            and _same_construction(score_fn, reference))
+
+
+def resolve_score_fn(score_fn, logdensity_fn, *, default: str | None):
+    """The one spelling rule for score arguments; returns ``None``, ``"autodiff"`` or a callable.
+
+    * ``"autodiff"``: differentiate ``logdensity_fn`` inside the compiled step. The step's cache
+      key is then the density alone, so a sweep over any float hyper-parameter compiles once.
+    * ``None``: ``default`` — ``None`` (score-free) where the method has a score-free mode,
+      ``"autodiff"`` where it always needs a gradient.
+    * ``jax.grad(logdensity_fn)`` (with default options, even written inline at every call):
+      recognised as ``"autodiff"``, the same compiled step.
+    * any other callable: the user's score, part of the cache key (build it once to reuse the
+      compilation).
+
+    Raises:
+        TypeError: ``score_fn`` is neither ``None``, ``"autodiff"`` nor callable.
+    """
+    if score_fn is None:
+        return default
+    if isinstance(score_fn, str):
+        return check_choice("score_fn", score_fn, (AUTODIFF,))
+    check_callable("score_fn", score_fn)
+    return AUTODIFF if _is_inline_grad(score_fn, logdensity_fn) else score_fn
+
+
+def score_callable(score_fn, logdensity_fn, *, batched: bool = False):
+    """Inside a step: the score as a function (``"autodiff"`` becomes ``jax.grad`` of the density).
+
+    ``batched``: ``logdensity_fn`` maps ``(n, d)`` blocks to ``(n,)``, and so does the score
+    (the gradient of the sum, since every row's density depends on its row only).
+    """
+    if not (isinstance(score_fn, str) and score_fn == AUTODIFF):
+        return score_fn
+    if batched:
+        return jax.grad(lambda x: jnp.sum(logdensity_fn(x)))
+    return jax.grad(logdensity_fn)

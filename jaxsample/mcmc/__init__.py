@@ -2,16 +2,13 @@
 
 - :mod:`~jaxsample.mcmc.stopping` — :func:`adaptive_stop`, :func:`sample_until_stopped`,
   :func:`optimal_stop_tabular`, :func:`terminal_law`, :func:`train_stopping`;
-- :mod:`~jaxsample.mcmc.baselines` — the base and contrast kernels :func:`mala` and
-  :func:`parallel_tempering`.
+- :mod:`~jaxsample.mcmc.mala` — the base kernel :func:`mala`;
+- :mod:`~jaxsample.mcmc.tempering` — the non-local contrast :func:`parallel_tempering`.
 """
 
-from jaxsample.mcmc.baselines import MALAInfo as MALAInfo
-from jaxsample.mcmc.baselines import MALAState as MALAState
-from jaxsample.mcmc.baselines import TemperingInfo as TemperingInfo
-from jaxsample.mcmc.baselines import TemperingState as TemperingState
-from jaxsample.mcmc.baselines import mala as mala
-from jaxsample.mcmc.baselines import parallel_tempering as parallel_tempering
+from jaxsample.mcmc.mala import MALAInfo as MALAInfo
+from jaxsample.mcmc.mala import MALAState as MALAState
+from jaxsample.mcmc.mala import mala as mala
 from jaxsample.mcmc.stopping import StopInfo as StopInfo
 from jaxsample.mcmc.stopping import StoppingNet as StoppingNet
 from jaxsample.mcmc.stopping import StopState as StopState
@@ -23,6 +20,9 @@ from jaxsample.mcmc.stopping import poisson_td_loss as poisson_td_loss
 from jaxsample.mcmc.stopping import sample_until_stopped as sample_until_stopped
 from jaxsample.mcmc.stopping import terminal_law as terminal_law
 from jaxsample.mcmc.stopping import train_stopping as train_stopping
+from jaxsample.mcmc.tempering import TemperingInfo as TemperingInfo
+from jaxsample.mcmc.tempering import TemperingState as TemperingState
+from jaxsample.mcmc.tempering import parallel_tempering as parallel_tempering
 
 __all__ = [
     "MALAInfo",
