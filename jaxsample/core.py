@@ -99,6 +99,18 @@ def _check_first_step(first_step):
     return jnp.asarray(first_step, jnp.int32)
 
 
+def _check_algorithm(algorithm) -> None:
+    """Duck typing: any object with callable ``init`` and ``step`` of the BlackJAX shape
+    (``init(position)``, ``step(key, state) -> (state, info)``), BlackJAX's own algorithms
+    included."""
+    missing = [name for name in ("init", "step") if not callable(getattr(algorithm, name, None))]
+    if missing:
+        raise TypeError(
+            "algorithm must have callable init and step (a jaxsample.SamplingAlgorithm or a "
+            f"BlackJAX algorithm), got {type(algorithm).__name__} without callable "
+            f"{' and '.join(missing)}")
+
+
 def run(
     key: jax.Array,
     algorithm: SamplingAlgorithm,
@@ -154,7 +166,9 @@ def run(
     Args:
         key: a PRNG key (new-style ``jax.random.key`` or legacy ``PRNGKey``); the same key for
             every segment of a resumed run.
-        algorithm: a :class:`SamplingAlgorithm`.
+        algorithm: a :class:`SamplingAlgorithm`, or any object with ``init`` and ``step`` of
+            that shape (a BlackJAX algorithm: ``run(key, blackjax.nuts(logdensity_fn,
+            step_size, inverse_mass_matrix), state, num_steps)``).
         initial_state: the state returned by ``algorithm.init`` (or by an earlier run).
         num_steps: number of steps, a Python int ``>= 1``.
         first_step: number of the first step (steps already taken by earlier segments of the
@@ -180,10 +194,7 @@ def run(
         >>> trace.shape
         (50,)
     """
-    if not isinstance(algorithm, SamplingAlgorithm):
-        raise TypeError(
-            f"algorithm must be a jaxsample.SamplingAlgorithm, got {type(algorithm).__name__}"
-        )
+    _check_algorithm(algorithm)
     num_steps = check_int("num_steps", num_steps, 1)
     first_step = _check_first_step(first_step)
     if transform is not None and not callable(transform):
@@ -255,10 +266,7 @@ def run_until(
         >>> bool(info.done), bool(jnp.abs(state) > 3.0), int(info.num_steps) > 0
         (True, True, True)
     """
-    if not isinstance(algorithm, SamplingAlgorithm):
-        raise TypeError(
-            f"algorithm must be a jaxsample.SamplingAlgorithm, got {type(algorithm).__name__}"
-        )
+    _check_algorithm(algorithm)
     if not callable(done_fn):
         raise TypeError(f"done_fn must be callable, got {type(done_fn).__name__}")
     if isinstance(max_steps, int) and not isinstance(max_steps, bool):
