@@ -111,7 +111,7 @@ def sampling_table(n, d, k0, num_time, num_eval, variants, gumbel_many, draw_cou
                  "is the speed-up over jax.random.categorical (Gumbel-max) where it was timed")
     notes.append(f"index: k-means K0={k0} (k-means++ seeding, 10 Lloyd iterations, "
                  f"{build_seconds:.0f} s incl. compilation, converged: "
-                 f"{bool(base.info.converged)}), then split to recommended_sizes(N, S)'s cap "
+                 f"{bool(base.info.solver.converged)}), then split to recommended_sizes(N, S)'s cap "
                  f"for each S timed ({', '.join(map(str, draw_counts))} draws per query)")
     return rows, notes, speedups, quality
 

@@ -34,7 +34,7 @@ def test_build_index_from_ids_and_split():
     x, ids = items_and_ids()
     index = softmax.build_index(x, cluster_ids=ids)
     assert (index.num_items, index.num_clusters, index.dim, index.max_cluster_size) == (N, K, D, 24)
-    assert int(index.info.num_iterations) == 0 and bool(index.info.converged)
+    assert int(index.info.solver.num_iterations) == 0 and bool(index.info.solver.converged)
     assert not bool(index.info.nonfinite)
     centred = np.asarray(x) - np.asarray(index.stats.mean)[np.asarray(ids)]
     assert float(index.info.objective) == pytest.approx(float((centred ** 2).sum()), rel=1e-5)

@@ -37,7 +37,7 @@ from jaxsample.diffusion._markov import MarkovChainData
 from jaxsample.diffusion._processes import CTMC, DTMC, PROCESSES, Flow
 from jaxsample.kernels import hazard, logspace
 
-__all__ = ["CTMC", "DTMC", "JUMP_RULES", "Flow", "MarkovChainData", "SampleInfo", "sample"]
+__all__ = ["CTMC", "DTMC", "JUMP_RULES", "Flow", "MarkovChainData", "SHSInfo", "sample"]
 
 JUMP_RULES = ("stratified", "bernoulli", "weyl", "weyl_window")
 """The jump rules :func:`sample` accepts."""
@@ -45,7 +45,7 @@ JUMP_RULES = ("stratified", "bernoulli", "weyl", "weyl_window")
 _DEFAULT_WINDOW = 4
 
 
-class SampleInfo(NamedTuple):
+class SHSInfo(NamedTuple):
     """What :func:`sample` reports besides the tokens (arrays only, also under ``jit``).
 
     Attributes:
@@ -121,7 +121,7 @@ def sample(
     blacklist: Sequence[int] | None = None,
     allocate_phases: bool = False,
     sharding: jax.sharding.Sharding | None = None,
-) -> tuple[jax.Array, SampleInfo]:
+) -> tuple[jax.Array, SHSInfo]:
     """Generates token sequences from a clean-token denoiser with one of four jump rules.
 
     Starting from uniform noise (token ids from 32 random bits modulo ``K``: relative bias at most
@@ -202,7 +202,7 @@ def sample(
             ``NamedSharding(mesh, PartitionSpec("particles"))`` to split the batch over devices.
 
     Returns:
-        ``(tokens, info)``: ``tokens`` ``(B, L)`` int32 and a :class:`SampleInfo`.
+        ``(tokens, info)``: ``tokens`` ``(B, L)`` int32 and a :class:`SHSInfo`.
 
     Raises:
         TypeError / ValueError: for bad arguments, a denoiser whose output is not ``(B, L, K)``
@@ -357,7 +357,7 @@ def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vo
     tokens, _, jump_counts, crossings, cum_hazard, banned_left, nonfinite = jax.lax.fori_loop(
         0, num_steps, step, carry
     )
-    info = SampleInfo(
+    info = SHSInfo(
         jumps=jump_counts,
         crossings=crossings,
         cum_hazard=cum_hazard,

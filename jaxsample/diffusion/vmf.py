@@ -61,7 +61,7 @@ __all__ = [
     "EuclideanPath",
     "GeodesicPath",
     "MarkovChainOracle",
-    "SampleInfo",
+    "VMFInfo",
     "Sudoku4Oracle",
     "VMFPath",
     "VelocityTable",
@@ -185,7 +185,7 @@ def _velocity_table(path, times):
     return VelocityTable(times, sphere.angle_grid(path.num_angles, times.dtype), log_a)
 
 
-class SampleInfo(NamedTuple):
+class VMFInfo(NamedTuple):
     """What :func:`sample` reports besides the tokens.
 
     Attributes:
@@ -217,7 +217,7 @@ def sample(
     sampler: str = "ode",
     corrector_steps: int = 1,
     corrector_step_size=None,
-) -> tuple[jax.Array, SampleInfo]:
+) -> tuple[jax.Array, VMFInfo]:
     """Generates token sequences by integrating a spherical (or Euclidean) flow.
 
     Start: x_l ~ ``path.init`` (uniform on S^{d−1} for the spherical paths: the exact t = 0
@@ -266,7 +266,7 @@ def sample(
             c = 0.3 did not; the ODE stayed above it).
 
     Returns:
-        ``(tokens, info)``: ``tokens`` ``(B, L)`` int32 and a :class:`SampleInfo`.
+        ``(tokens, info)``: ``tokens`` ``(B, L)`` int32 and a :class:`VMFInfo`.
 
     Raises:
         TypeError / ValueError: naming the argument, for bad arguments, embeddings that are not
@@ -380,6 +380,6 @@ def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, ste
                 jnp.zeros((*shape, embeddings.shape[0]), dtype))
         x, bad, probs = jax.lax.fori_loop(0, nfe, body, init)
         tokens = jnp.argmax(probs, axis=-1).astype(jnp.int32)
-        info = SampleInfo(x=x, confidence=jnp.max(probs, axis=-1), nfe=nfe.astype(jnp.int32),
+        info = VMFInfo(x=x, confidence=jnp.max(probs, axis=-1), nfe=nfe.astype(jnp.int32),
                           nonfinite=bad)
         return tokens, info

@@ -8,9 +8,9 @@
 from jaxsample.softmax import two_level as two_level
 from jaxsample.softmax.two_level import INITS as INITS
 from jaxsample.softmax.two_level import VARIANTS as VARIANTS
-from jaxsample.softmax.two_level import IndexInfo as IndexInfo
-from jaxsample.softmax.two_level import SampleInfo as SampleInfo
 from jaxsample.softmax.two_level import SoftmaxIndex as SoftmaxIndex
+from jaxsample.softmax.two_level import SoftmaxIndexInfo as SoftmaxIndexInfo
+from jaxsample.softmax.two_level import SoftmaxInfo as SoftmaxInfo
 from jaxsample.softmax.two_level import build_index as build_index
 from jaxsample.softmax.two_level import exact_log_probs as exact_log_probs
 from jaxsample.softmax.two_level import log_importance_weights as log_importance_weights
@@ -24,9 +24,9 @@ from jaxsample.softmax.two_level import sampled_softmax_logits as sampled_softma
 __all__ = [
     "INITS",
     "VARIANTS",
-    "IndexInfo",
-    "SampleInfo",
     "SoftmaxIndex",
+    "SoftmaxIndexInfo",
+    "SoftmaxInfo",
     "build_index",
     "exact_log_probs",
     "log_importance_weights",

@@ -25,7 +25,7 @@ from jaxsample._checks import (
 )
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.logspace import categorical
-from jaxsample.softmax.two_level import SampleInfo
+from jaxsample.softmax.two_level import SoftmaxInfo
 
 __all__ = ["METHODS", "exact_sample", "uniform_sample"]
 
@@ -47,7 +47,7 @@ def exact_sample(key, embeddings, queries, *, num_samples: int, temperature=1.0,
         chunk_size: queries per chunk (at most ``chunk_size x N`` logits at once); None for all.
 
     Returns:
-        ``(items, info)``: ``(B, S)`` int32 and a :class:`~jaxsample.softmax.SampleInfo` whose
+        ``(items, info)``: ``(B, S)`` int32 and a :class:`~jaxsample.softmax.SoftmaxInfo` whose
         ``log_q`` is the exact ``log p`` of each draw.
 
     Example:
@@ -85,7 +85,7 @@ def _exact_sample(key, embeddings, queries, temperature, num_samples, method, ch
         keys = jax.random.split(key, queries.shape[0])
         items, log_p = map_rows(block, keys, queries, chunk_size=chunk_size)
         nonfinite = ~(jnp.all(jnp.isfinite(queries), axis=-1) & jnp.all(jnp.isfinite(log_p), -1))
-        return items.astype(jnp.int32), SampleInfo(log_p, nonfinite)
+        return items.astype(jnp.int32), SoftmaxInfo(log_p, nonfinite)
 
 
 def uniform_sample(key, num_items: int, num_queries: int, *, num_samples: int,
@@ -104,4 +104,4 @@ def uniform_sample(key, num_items: int, num_queries: int, *, num_samples: int,
     s = check_int("num_samples", num_samples, 1)
     items = jax.random.randint(key, (b, s), 0, n, dtype=jnp.int32)
     log_q = jnp.full((b, s), -math.log(n), dtype)
-    return items, SampleInfo(log_q, jnp.zeros((b,), bool))
+    return items, SoftmaxInfo(log_q, jnp.zeros((b,), bool))

@@ -51,6 +51,7 @@ from jaxsample._checks import (
     check_number,
     is_concrete,
 )
+from jaxsample._solver import SolverStats
 from jaxsample.kernels import softmax as kernel
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.softmax import INITS, VARIANTS, ClusterStats
@@ -58,8 +59,8 @@ from jaxsample.kernels.softmax import INITS, VARIANTS, ClusterStats
 __all__ = [
     "INITS",
     "VARIANTS",
-    "IndexInfo",
-    "SampleInfo",
+    "SoftmaxIndexInfo",
+    "SoftmaxInfo",
     "SoftmaxIndex",
     "build_index",
     "exact_log_probs",
@@ -73,24 +74,23 @@ __all__ = [
 ]
 
 
-class IndexInfo(NamedTuple):
+class SoftmaxIndexInfo(NamedTuple):
     """How an index was built (arrays only).
 
     Attributes:
-        num_iterations: ``()`` int32 k-means iterations run (0 when ``cluster_ids`` were given).
-        converged: ``()`` bool, k-means met its tolerance (True when ``cluster_ids`` were given).
+        solver: :class:`~jaxsample.SolverStats` of k-means: iterations run and whether it met its
+            tolerance (0 iterations and ``successful`` when ``cluster_ids`` were given).
         objective: ``()`` within-cluster sum of squares ``sum_i |x_i - mu_{c(i)}|^2`` of the
             final clusters (after any split).
         nonfinite: ``()`` bool, a cluster statistic is NaN or infinite.
     """
 
-    num_iterations: jax.Array
-    converged: jax.Array
+    solver: SolverStats
     objective: jax.Array
     nonfinite: jax.Array
 
 
-class SampleInfo(NamedTuple):
+class SoftmaxInfo(NamedTuple):
     """What :func:`sample` reports with its draws.
 
     Attributes:
@@ -111,13 +111,13 @@ class SoftmaxIndex(NamedTuple):
         embeddings: ``(N, d)`` item table.
         cluster_ids: ``(N,)`` int32 cluster of each item, every cluster non-empty.
         stats: :class:`jaxsample.kernels.softmax.ClusterStats` of the K clusters.
-        info: :class:`IndexInfo` of the build.
+        info: :class:`SoftmaxIndexInfo` of the build.
     """
 
     embeddings: jax.Array
     cluster_ids: jax.Array
     stats: ClusterStats
-    info: IndexInfo
+    info: SoftmaxIndexInfo
 
     @property
     def num_items(self) -> int:
@@ -255,7 +255,7 @@ def build_index(
         cap = check_int("max_cluster_size", max_cluster_size, 1)
     else:  # k-means clusters are sized for the draws; a given partition is kept as it is
         cap = default_cap if cluster_ids is None else n
-    num_iterations, converged = jnp.zeros((), jnp.int32), jnp.ones((), bool)
+    solver = SolverStats.of(0, converged=jnp.ones((), bool))
 
     if cluster_ids is None:
         if key is None:
@@ -269,7 +269,7 @@ def build_index(
         batch_size = check_int("batch_size", batch_size, 1, allow_none=True)
         result = kernel.kmeans(key, embeddings, k, max_iterations, tolerance, init=init,
                                batch_size=batch_size, chunk_size=chunk_size)
-        num_iterations, converged = result.num_iterations, result.converged
+        solver = SolverStats.of(result.num_iterations, converged=result.converged)
         # drop clusters k-means left empty: relabel the used ids to 0..K'-1 (host-side: the
         # bookkeeping sets shapes)
         host = np.asarray(result.assignment)
@@ -304,7 +304,7 @@ def build_index(
     stats, objective, nonfinite = _statistics(embeddings, ids, num_clusters, largest, rank,
                                               chunk_size)
     return SoftmaxIndex(embeddings, ids, stats,
-                        IndexInfo(num_iterations, converged, objective, nonfinite))
+                        SoftmaxIndexInfo(solver, objective, nonfinite))
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
@@ -385,7 +385,7 @@ def sample(key, index: SoftmaxIndex, queries, *, num_samples: int, variant: str 
 
     Returns:
         ``(items, info)``: ``(B, S)`` int32 item ids (``(S,)`` for one query) and a
-        :class:`SampleInfo` with ``log_q`` of the same shape.
+        :class:`SoftmaxInfo` with ``log_q`` of the same shape.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -401,7 +401,7 @@ def sample(key, index: SoftmaxIndex, queries, *, num_samples: int, variant: str 
     items, info = _sample(key, index, batch, tau, num_samples, variant, chunk_size,
                           _sequential(index))
     if single:
-        return items[0], SampleInfo(info.log_q[0], info.nonfinite[0])
+        return items[0], SoftmaxInfo(info.log_q[0], info.nonfinite[0])
     return items, info
 
 
@@ -442,7 +442,7 @@ def _sample(key, index, queries, temperature, num_samples, variant, chunk_size,
         items, log_item = map_rows(members_of, item_keys, clusters, queries,
                                    chunk_size=chunk_size)
     log_q = log_cluster + log_item
-    return items, SampleInfo(log_q, _nonfinite(queries, log_q))
+    return items, SoftmaxInfo(log_q, _nonfinite(queries, log_q))
 
 
 def log_prob(index: SoftmaxIndex, queries, items, *, variant: str = "sd", temperature=1.0,

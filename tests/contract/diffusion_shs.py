@@ -51,7 +51,7 @@ def _integer_logits(tokens, signal):
 
 
 _NOTE = ("sample(key, denoiser, *, vocab_size, seq_len, num_samples, num_steps, process, jumps, "
-         "window_length, blacklist, allocate_phases, sharding) -> (tokens int32, SampleInfo). "
+         "window_length, blacklist, allocate_phases, sharding) -> (tokens int32, SHSInfo). "
          "Traced hyper-parameter: CTMC.min_signal, the signal level of the first model call; "
          "num_steps and window_length are traced loop values too (tests/test_shs.py).")
 

@@ -66,7 +66,7 @@ ENTRIES = [
             BadInput(_bad_variant, ValueError, "variant"),
             BadInput(_bad_key, TypeError, "key"),
         ),
-        note="sample(key, index, queries, *, num_samples) -> (items, SampleInfo); temperature "
+        note="sample(key, index, queries, *, num_samples) -> (items, SoftmaxInfo); temperature "
              "is traced; the index is built eagerly outside the traced function",
     ),
 ]
