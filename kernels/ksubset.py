@@ -85,13 +85,12 @@ class FitResult(NamedTuple):
 
     Attributes:
         residual: ``max_i |π_i(θ) − x_i|``.
-        num_steps: fixed-point iterations taken.
-        converged: the iteration met its tolerance within ``max_iterations``.
+        solution: the ``optimistix.Solution`` of the fixed-point iteration (its ``result`` and
+            ``stats["num_steps"]``; samplers report it as one ``SolverStats``).
     """
 
     residual: jax.Array
-    num_steps: jax.Array
-    converged: jax.Array
+    solution: optx.Solution
 
 
 def common_seed(key: jax.Array, num_items: int, dtype) -> Seed:
@@ -244,8 +243,7 @@ def fit_log_weights(marginals: jax.Array, k: int, *, tolerance, max_iterations: 
         pi = jnp.where(free, pi, forced_in.astype(dtype))
         residual = jnp.max(jnp.abs(pi - marginals))
         theta = jnp.where(forced_in, jnp.inf, jnp.where(forced_out, -jnp.inf, theta))
-        return theta, FitResult(residual, solution.stats["num_steps"].astype(jnp.int32),
-                                solution.result == optx.RESULTS.successful)
+        return theta, FitResult(residual, solution)
 
 
 def conditional_poisson_sample(key: jax.Array, log_weights: jax.Array, k: int) -> jax.Array:

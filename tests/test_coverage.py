@@ -82,7 +82,7 @@ def _law(theta, k):
 def test_cp_law_equals_enumerated_maximum_entropy_law(x64):
     """m = 7: the sampler's law is P(A) ∝ Π w_i (chi-square, p = 1e-3) with marginals x."""
     theta, info = subset.fit_weights(jnp.asarray(X7), K)
-    assert bool(info.converged) and float(info.residual) < 1e-9
+    assert bool(info.solver.converged) and float(info.residual) < 1e-9
     subsets, probs = _law(theta, K)
     marginals = [sum(p for a, p in zip(subsets, probs, strict=True) if i in a) for i in range(7)]
     np.testing.assert_allclose(marginals, X7, atol=1e-9)
@@ -247,7 +247,7 @@ def test_stability_bound_for_add_and_delete_neighbours(instance):
 
 
 def test_nonfinite_weights_under_a_trace_are_flagged(instance):
-    """A NaN weight passed under vmap (unchecked) sets RelaxationInfo.nonfinite."""
+    """A NaN weight passed under vmap (unchecked) sets CoverageRelaxationInfo.nonfinite."""
     assert instance["infos"].nonfinite[-1]
     assert not np.any(instance["infos"].nonfinite[:-1])
 

@@ -242,7 +242,7 @@ def sensitivity_study(instance: CoverageInstance, k: int, fractions, *, num_step
                                                      num_steps=num_steps)
             theta, fit = subset.fit_weights(x, k)
             xs[r, j], gaps[r, j], values[r, j] = x, info.gap, info.relaxed_value
-            converged[r, j] = bool(fit.converged)
+            converged[r, j] = bool(fit.solver.converged)
             for s, seed in enumerate(seeds):
                 if "cp" in roundings:
                     cp[s, r, j] = subset.conditional_poisson(seed, theta, k)

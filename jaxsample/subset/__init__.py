@@ -8,9 +8,9 @@ from jaxsample.subset import leverage as leverage
 from jaxsample.subset.baselines import GreedyInfo as GreedyInfo
 from jaxsample.subset.baselines import greedy_max_coverage as greedy_max_coverage
 from jaxsample.subset.coverage import CoverageInfo as CoverageInfo
-from jaxsample.subset.coverage import FitInfo as FitInfo
+from jaxsample.subset.coverage import CoverageFitInfo as CoverageFitInfo
 from jaxsample.subset.coverage import PaddedIncidence as PaddedIncidence
-from jaxsample.subset.coverage import RelaxationInfo as RelaxationInfo
+from jaxsample.subset.coverage import CoverageRelaxationInfo as CoverageRelaxationInfo
 from jaxsample.subset.coverage import conditional_poisson as conditional_poisson
 from jaxsample.subset.coverage import correlated_k_subset as correlated_k_subset
 from jaxsample.subset.coverage import fit_weights as fit_weights
@@ -27,7 +27,7 @@ from jaxsample.subset.leverage import vendi_score as vendi_score
 __all__: list[str] = []
 __all__ += ["leverage", "LeverageInfo", "ShardedLeverageInfo", "leverage_select",
             "leverage_select_sharded", "vendi_score"]
-__all__ += ["coverage", "CoverageInfo", "FitInfo", "GreedyInfo", "PaddedIncidence",
-            "RelaxationInfo", "conditional_poisson", "correlated_k_subset", "fit_weights",
+__all__ += ["coverage", "CoverageFitInfo", "CoverageInfo", "CoverageRelaxationInfo", "GreedyInfo",
+            "PaddedIncidence", "conditional_poisson", "correlated_k_subset", "fit_weights",
             "greedy_max_coverage", "inclusion_probabilities", "max_coverage_relaxation",
             "sparse_incidence", "stable_max_coverage"]

@@ -50,16 +50,17 @@ from jaxsample._checks import (
     check_key,
     is_concrete,
 )
+from jaxsample._solver import SolverStats, from_optimistix
 from jaxsample.kernels import coverage as kernel
 from jaxsample.kernels import ksubset
 from jaxsample.kernels.coverage import PaddedIncidence
 
 __all__ = [
     "SCHEMES",
+    "CoverageFitInfo",
     "CoverageInfo",
-    "FitInfo",
+    "CoverageRelaxationInfo",
     "PaddedIncidence",
-    "RelaxationInfo",
     "conditional_poisson",
     "correlated_k_subset",
     "coverage",
@@ -74,23 +75,22 @@ __all__ = [
 SCHEMES = ("cp", "systematic", "independent")
 
 
-class FitInfo(NamedTuple):
+class CoverageFitInfo(NamedTuple):
     """Convergence of :func:`fit_weights`.
 
     Attributes:
         residual: ``max_i |π_i − x_i|`` of the fitted law.
-        num_steps: fixed-point iterations taken.
-        converged: the tolerance was met within ``max_iterations``.
+        solver: :class:`~jaxsample.SolverStats` of the fixed-point iteration (iterations taken;
+            ``successful`` when the tolerance was met within ``max_iterations``).
         nonfinite: a fitted log-weight of a free item (``0 < x_i < 1``) is NaN or infinite.
     """
 
     residual: jax.Array
-    num_steps: jax.Array
-    converged: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
-class RelaxationInfo(NamedTuple):
+class CoverageRelaxationInfo(NamedTuple):
     """What :func:`max_coverage_relaxation` reports about ``x``.
 
     Attributes:
@@ -121,8 +121,8 @@ class CoverageInfo(NamedTuple):
         distance_bound: ``sqrt(2 k gap / reg) >= ‖x − x*‖₁``.
         coverage: ``cov(A)`` of the returned subset.
         fit_residual: ``max|π − x|`` of the conditional Poisson fit (0 for the other schemes).
-        fit_num_steps: its iterations.
-        fit_converged: its convergence flag.
+        solver: :class:`~jaxsample.SolverStats` of that fit (0 iterations and ``successful`` for
+            the other schemes).
         nonfinite: a NaN/inf anywhere above.
     """
 
@@ -133,8 +133,7 @@ class CoverageInfo(NamedTuple):
     distance_bound: jax.Array
     coverage: jax.Array
     fit_residual: jax.Array
-    fit_num_steps: jax.Array
-    fit_converged: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
@@ -222,7 +221,7 @@ def _fit(marginals, k, tolerance, max_iterations):
                                             max_iterations=max_iterations)
     free = (marginals > 0) & (marginals < 1)
     nonfinite = jnp.any(free & jnp.isnan(theta)) | ~jnp.isfinite(result.residual)
-    return theta, FitInfo(result.residual, result.num_steps, result.converged, nonfinite)
+    return theta, CoverageFitInfo(result.residual, from_optimistix(result.solution), nonfinite)
 
 
 def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50):
@@ -240,7 +239,7 @@ def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50):
         max_iterations: cap on fixed-point iterations.
 
     Returns:
-        ``(log_weights, FitInfo)``: ``(m,)`` θ (``±inf`` on forced items).
+        ``(log_weights, CoverageFitInfo)``: ``(m,)`` θ (``±inf`` on forced items).
 
     Raises:
         ValueError: marginals outside ``[0, 1]``, not summing to k, or ``k > m``.
@@ -249,7 +248,7 @@ def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50):
         >>> import numpy as np
         >>> x = np.linspace(0.05, 0.95, 30, dtype=np.float32)
         >>> theta, info = fit_weights(x * 4 / x.sum(), 4)
-        >>> theta.dtype, info.residual.dtype, bool(info.converged), bool(info.residual < 1e-3)
+        >>> theta.dtype, info.residual.dtype, bool(info.solver.converged), bool(info.residual < 1e-3)
         (dtype('float32'), dtype('float32'), True, True)
     """
     marginals, k = _check_marginals(marginals, k)
@@ -295,7 +294,8 @@ def _baseline(key, marginals, k, scheme):
     else:
         mask = ksubset.systematic_sample(key, marginals, k)
     zero = jnp.zeros((), marginals.dtype)
-    return mask, FitInfo(zero, jnp.zeros((), jnp.int32), jnp.ones((), bool), jnp.zeros((), bool))
+    return mask, CoverageFitInfo(zero, SolverStats.of(0, converged=jnp.ones((), bool)),
+                                 jnp.zeros((), bool))
 
 
 def _round(key, marginals, k, scheme, tolerance, max_iterations):
@@ -457,7 +457,7 @@ def _relax(incidence, weights, k, reg, num_steps):
     bound = jnp.sqrt(2 * k * out.gap / reg)
     nonfinite = (jnp.any(~jnp.isfinite(out.log_marginals)) | ~jnp.isfinite(out.objective)
                  | ~jnp.isfinite(out.gap))
-    return x, RelaxationInfo(out.value, out.entropy, out.objective, out.gap, bound, nonfinite)
+    return x, CoverageRelaxationInfo(out.value, out.entropy, out.objective, out.gap, bound, nonfinite)
 
 
 def _check_problem(incidence, k, reg, weights, num_steps):
@@ -484,7 +484,7 @@ def max_coverage_relaxation(incidence, k: int, *, reg, weights=None, num_steps: 
         num_steps: mirror steps.
 
     Returns:
-        ``(marginals (m,), RelaxationInfo)``.
+        ``(marginals (m,), CoverageRelaxationInfo)``.
 
     Example:
         >>> import numpy as np
@@ -505,8 +505,7 @@ def _assemble(incidence, weights, x, relaxed, mask, fit):
     value = kernel.mask_coverage(incidence, weights, mask)
     nonfinite = relaxed.nonfinite | fit.nonfinite | ~jnp.isfinite(value)
     return CoverageInfo(x, relaxed.relaxed_value, relaxed.objective, relaxed.gap,
-                        relaxed.distance_bound, value, fit.residual, fit.num_steps, fit.converged,
-                        nonfinite)
+                        relaxed.distance_bound, value, fit.residual, fit.solver, nonfinite)
 
 
 def stable_max_coverage(key, incidence, k: int, *, reg, weights=None, num_steps: int = 500,
@@ -539,7 +538,7 @@ def stable_max_coverage(key, incidence, k: int, *, reg, weights=None, num_steps:
         >>> import jax, numpy as np
         >>> incidence = np.random.default_rng(0).random((200, 30)) < 0.2
         >>> mask, info = stable_max_coverage(jax.random.key(1), incidence, 4, reg=0.5)
-        >>> int(mask.sum()), bool(info.fit_converged), bool(info.coverage <= info.relaxed_value)
+        >>> int(mask.sum()), bool(info.solver.converged), bool(info.coverage <= info.relaxed_value)
         (4, True, True)
     """
     key = check_key("key", key)
