@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.stats import cauchy, norm
 
-from jaxsample.targets import BayesianLogisticRegression, Gaussian
+from jaxsample.targets import Banana, BayesianLogisticRegression, Funnel, Gaussian
 
 REFERENCES = Path(__file__).resolve().parent / "references"
 
@@ -65,8 +65,8 @@ class Posterior(NamedTuple):
             float dtype).
         reference_file: file name of the reference under ``bench/references/``.
         description: the model in one paragraph: data, priors, parametrisation.
-        exact: for closed-form targets, ``(rng, n) -> (mean (d,), sd (d,), draws (n, d))`` in
-            float64 NumPy (``rng`` a ``numpy.random.Generator``); None where NUTS is the
+        exact: the law itself where it is known in closed form (a :mod:`jaxsample.targets`
+            object with ``mean``, ``cov`` and ``sample(key, n)``); None where NUTS is the
             reference.
     """
 
@@ -76,7 +76,7 @@ class Posterior(NamedTuple):
     init_fn: Callable
     reference_file: str
     description: str
-    exact: Callable | None = None
+    exact: object | None = None
 
 
 def _standard_normal_init(dim):
@@ -182,59 +182,31 @@ def _ill_conditioned_gaussian(dim=100, seed=0):
     q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, dim)))
     rotation = q * np.sign(np.diag(r))  # Haar-distributed orthogonal matrix
     cov = (rotation * variances) @ rotation.T
-    cov = 0.5 * (cov + cov.T)
-    target = Gaussian(jnp.zeros(dim, jnp.float32), jnp.asarray(cov, jnp.float32))
-
-    def exact(rng, n):
-        draws = (rng.standard_normal((n, dim)) * np.sqrt(variances)) @ rotation.T
-        return np.zeros(dim), np.sqrt(np.diag(cov)), draws
-
+    target = Gaussian(jnp.zeros(dim), jnp.asarray(0.5 * (cov + cov.T), jnp.float32))
     return Posterior(
         "ill_conditioned_gaussian", dim, target.logdensity, _standard_normal_init(dim),
         "ill_conditioned_gaussian.npz",
         f"N(0, Q diag(lambda) Q^T), lambda log-spaced over [1e-2, 1e2] (condition number 1e4), "
-        f"Q a Haar rotation from seed {seed}. Exact. Init N(0, I).", exact)
+        f"Q a Haar rotation from seed {seed}. Exact. Init N(0, I).", target)
 
 
-# --- Neal's funnel -----------------------------------------------------------------------------
+# --- Neal's funnel and the banana (jaxsample.targets, normalised, exact moments) -----------------
 
-def _funnel(dim=10, scale=3.0):
-    def logdensity(x):
-        v = x[0]
-        return norm.logpdf(v, 0.0, scale) + jnp.sum(norm.logpdf(x[1:], 0.0, jnp.exp(0.5 * v)))
-
-    def exact(rng, n):
-        v = scale * rng.standard_normal(n)
-        rest = np.exp(0.5 * v)[:, None] * rng.standard_normal((n, dim - 1))
-        # Var x_k = E[e^v] = e^{scale^2 / 2}
-        sd = np.concatenate([[scale], np.full(dim - 1, math.exp(scale**2 / 4))])
-        return np.zeros(dim), sd, np.concatenate([v[:, None], rest], axis=1)
-
+def _funnel():
+    target = Funnel(dim=10, sigma_v=3.0)
     return Posterior(
-        "neals_funnel", dim, logdensity, _standard_normal_init(dim), "neals_funnel.npz",
-        f"Neal's funnel, centred: v ~ N(0, {scale:g}^2), x_k | v ~ N(0, e^v), k = 1..{dim - 1}; "
-        f"sd(v) = {scale:g}, sd(x_k) = e^{{{scale**2 / 4:g}}}. Exact. Init N(0, I).", exact)
+        "neals_funnel", target.dim, target.logdensity, _standard_normal_init(target.dim),
+        "neals_funnel.npz",
+        "Neal's funnel, centred: v ~ N(0, 3^2), x_k | v ~ N(0, e^v), k = 1..9; sd(v) = 3, "
+        "sd(x_k) = e^(9/4) (Var x_k = E e^v = e^(9/2)). Exact. Init N(0, I).", target)
 
 
-# --- banana ------------------------------------------------------------------------------------
-
-def _banana(scale=10.0, curvature=0.1):
-    def logdensity(x):
-        x1, x2 = x[0], x[1]
-        return (norm.logpdf(x1, 0.0, scale)
-                + norm.logpdf(x2, curvature * (jnp.square(x1) - scale**2), 1.0))
-
-    def exact(rng, n):
-        x1 = scale * rng.standard_normal(n)
-        x2 = curvature * (x1**2 - scale**2) + rng.standard_normal(n)
-        # Var x2 = 1 + curvature^2 Var(x1^2) = 1 + 2 curvature^2 scale^4
-        sd = np.array([scale, math.sqrt(1.0 + 2.0 * curvature**2 * scale**4)])
-        return np.zeros(2), sd, np.stack([x1, x2], axis=1)
-
+def _banana():
+    target = Banana(b=0.1, a=100.0, sigma1=10.0, sigma2=1.0)
     return Posterior(
-        "banana", 2, logdensity, _standard_normal_init(2), "banana.npz",
-        f"Twisted Gaussian: x1 ~ N(0, {scale:g}^2), x2 | x1 ~ N({curvature:g}(x1^2 - "
-        f"{scale**2:g}), 1); means 0, sd = ({scale:g}, sqrt(201)). Exact. Init N(0, I).", exact)
+        "banana", 2, target.logdensity, _standard_normal_init(2), "banana.npz",
+        "Twisted Gaussian: x1 ~ N(0, 10^2), x2 | x1 ~ N(0.1 (x1^2 - 100), 1); means 0, "
+        "sd = (10, sqrt(201)). Exact. Init N(0, I).", target)
 
 
 # --- Brownian motion with missing middle observations ------------------------------------------
@@ -254,18 +226,13 @@ def _brownian_bridge(num_steps=30, innovation=0.1, observation=0.15):
         return (jnp.sum(norm.logpdf(steps, 0.0, innovation))
                 + jnp.sum(norm.logpdf(y, x[BROWNIAN_OBSERVED], observation)))
 
-    def moments():
-        # Gaussian posterior: precision D^T D / s_i^2 + S^T S / s_o^2, D the first differences
-        diff = np.eye(num_steps) - np.eye(num_steps, k=-1)
-        select = np.eye(num_steps)[BROWNIAN_OBSERVED]
-        precision = diff.T @ diff / innovation**2 + select.T @ select / observation**2
-        cov = np.linalg.inv(precision)
-        return cov @ (select.T @ BROWNIAN_Y) / observation**2, cov
-
-    def exact(rng, n):
-        mean, cov = moments()
-        draws = mean + rng.standard_normal((n, num_steps)) @ np.linalg.cholesky(cov).T
-        return mean, np.sqrt(np.diag(cov)), draws
+    # Gaussian posterior: precision D^T D / s_i^2 + S^T S / s_o^2 (D the first differences,
+    # S the observed rows), mean = cov S^T y / s_o^2
+    diff = np.eye(num_steps) - np.eye(num_steps, k=-1)
+    select = np.eye(num_steps)[BROWNIAN_OBSERVED]
+    cov = np.linalg.inv(diff.T @ diff / innovation**2 + select.T @ select / observation**2)
+    exact = Gaussian(jnp.asarray(cov @ select.T @ BROWNIAN_Y / observation**2, jnp.float32),
+                     jnp.asarray(0.5 * (cov + cov.T), jnp.float32))
 
     return Posterior(
         "brownian_bridge_missing", num_steps, logdensity, _standard_normal_init(num_steps),

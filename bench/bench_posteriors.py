@@ -1,0 +1,377 @@
+"""Samplers judged on posteriors nobody here wrote (``bench/posteriors.py``), against references.
+
+For every posterior the table gives, per sampler: the mean over coordinates of ``sd / σ_ref``
+(its min and max too), the mean bias ``mean_k ((m_k − μ_k) / σ_k)²`` in reference sds, the
+number of distinct rows, the energy distance to the reference draws (coordinates divided by the
+reference sds, so that one badly scaled coordinate does not decide it), the density and gradient
+evaluations spent and the wall time, and whether the goals are met.
+
+    python bench/bench_posteriors.py --quick                   # CI size, < 1 min
+    python bench/bench_posteriors.py                           # full size
+    python bench/bench_posteriors.py --make-references [--only NAME ...]
+
+References (``bench/references/NAME.npz``) are long NUTS runs (BlackJAX window adaptation, then
+NUTS, 4 chains, float64) or, where the moments are known in closed form, the formula and exact
+draws; they are committed and only read by the comparison.
+
+Adding a sampler: any ``callable(key, posterior) -> (samples (n, d), cost)`` with ``cost`` a dict
+``{"density_evals": int | None, "gradient_evals": int | None}``::
+
+    samplers = make_samplers(FULL)
+    samplers["ETD tuned"] = lambda key, post: ...
+    table = run_suite(samplers, [posteriors.get(n) for n in posteriors.NAMES], FULL)
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import posteriors  # noqa: E402
+from harness import BenchTable, Row  # noqa: E402
+from posteriors import Posterior, load_reference  # noqa: E402
+
+import jaxsample  # noqa: E402
+from jaxsample.diagnostics import energy_distance, ess, rhat  # noqa: E402
+from jaxsample.particles import svgd  # noqa: E402
+
+REFERENCE_DRAWS = 1000  # thinned draws stored per reference (energy distances)
+
+
+class Sizes(NamedTuple):
+    """Budgets of the built-in samplers and the posteriors a size runs on."""
+
+    names: tuple[str, ...]
+    num_particles: int
+    etd_steps: int
+    svgd_steps: int
+    nuts_chains: int
+    nuts_warmup: int
+    nuts_draws: int
+
+
+QUICK = Sizes(("banana", "eight_schools_noncentred", "brownian_bridge_missing"),
+              num_particles=100, etd_steps=50, svgd_steps=200, nuts_chains=2, nuts_warmup=100,
+              nuts_draws=100)
+FULL = Sizes(posteriors.NAMES, num_particles=100, etd_steps=500, svgd_steps=1000,
+             nuts_chains=4, nuts_warmup=500, nuts_draws=500)
+
+
+# --- NUTS ----------------------------------------------------------------------------------------
+
+@functools.partial(jax.jit, static_argnames=("logdensity_fn", "num_warmup", "num_draws"))
+def nuts(key, logdensity_fn, positions, *, num_warmup, num_draws, target_acceptance_rate=0.8):
+    """BlackJAX window adaptation then NUTS, one independent chain per row of ``positions``.
+
+    Returns ``(draws (chains, num_draws, d), warm-up gradient evaluations (chains,), sampling
+    gradient evaluations (chains,), divergences (chains,))``; a gradient evaluation is one
+    leapfrog step (``info.num_integration_steps``), which evaluates the density and its gradient
+    together. Compiled once per ``logdensity_fn`` and sizes.
+    """
+    import blackjax
+
+    def one_chain(key, position):
+        k_warm, k_draw = jax.random.split(key)
+        warmup = blackjax.window_adaptation(blackjax.nuts, logdensity_fn,
+                                            target_acceptance_rate=target_acceptance_rate)
+        (state, parameters), warm_info = warmup.run(k_warm, position, num_steps=num_warmup)
+        kernel = blackjax.nuts(logdensity_fn, **parameters)
+
+        def body(state, k):
+            state, info = kernel.step(k, state)
+            return state, (state.position, info.num_integration_steps, info.is_divergent)
+
+        _, (draws, steps, divergent) = jax.lax.scan(body, state,
+                                                    jax.random.split(k_draw, num_draws))
+        return (draws, jnp.sum(warm_info.info.num_integration_steps), jnp.sum(steps),
+                jnp.sum(divergent))
+
+    keys = jax.random.split(key, positions.shape[0])
+    return jax.vmap(one_chain)(keys, positions)
+
+
+# --- references ----------------------------------------------------------------------------------
+
+def _moments_with_errors(chains):
+    """Per coordinate mean, sd, their Monte Carlo standard errors, ESS and R-hat.
+
+    ``mean_se = sd / √ESS(x)``; ``sd_se = se(var) / (2 sd)`` with ``se(var) = sd((x − m)²) /
+    √ESS((x − m)²)`` (bulk ESS of the squared deviations)."""
+    flat = chains.reshape(-1, chains.shape[-1])
+    mean, sd = flat.mean(0), flat.std(0)
+    ess_mean = np.asarray(ess(chains), np.float64)
+    sq = np.square(chains - mean)
+    ess_sq = np.asarray(ess(sq), np.float64)
+    sd_se = sq.reshape(-1, chains.shape[-1]).std(0) / np.sqrt(ess_sq) / (2 * sd)
+    return dict(mean=mean, sd=sd, mean_se=sd / np.sqrt(ess_mean), sd_se=sd_se, ess=ess_mean,
+                ess_sd=ess_sq, rhat=np.asarray(rhat(chains), np.float64))
+
+
+def make_reference(posterior: Posterior, *, seed: int = 0, num_chains: int = 4,
+                   num_warmup: int = 2000, num_draws: int = 10000,
+                   target_acceptance_rate: float = 0.95) -> dict:
+    """Computes and writes ``bench/references/<name>.npz``; returns its contents.
+
+    Closed-form posteriors store the exact mean and sd (zero standard errors) and
+    ``REFERENCE_DRAWS`` exact draws. The others run NUTS in float64 from the posterior's init
+    draws (target acceptance 0.95: smaller steps, fewer divergences) and store per-coordinate
+    ``mean``, ``sd``, ``mean_se``, ``sd_se``, ``ess``, ``ess_sd``, ``rhat``,
+    ``REFERENCE_DRAWS`` thinned draws (float32), the NUTS cost
+    (``num_gradient_evals``: leapfrog steps of warm-up and sampling over all chains) and the
+    settings.
+    """
+    rng = np.random.default_rng(seed)
+    if posterior.exact is not None:
+        law = posterior.exact
+        mean = np.asarray(law.mean, np.float64)
+        sd = np.sqrt(np.diag(np.asarray(law.cov, np.float64)))
+        draws = np.asarray(law.sample(jax.random.key(seed), REFERENCE_DRAWS), np.float32)
+        out = dict(mean=mean, sd=sd, mean_se=np.zeros_like(mean), sd_se=np.zeros_like(sd),
+                   draws=draws, method=np.array("exact"), seed=np.array(seed))
+    else:
+        with jax.enable_x64(True):
+            key = jax.random.key(seed)
+            k_init, k_run = jax.random.split(key)
+            x0 = jnp.asarray(posterior.init_fn(k_init, num_chains), jnp.float64)
+            t0 = time.perf_counter()
+            chains, warm, steps, divergent = jax.block_until_ready(nuts(
+                k_run, posterior.logdensity_fn, x0, num_warmup=num_warmup, num_draws=num_draws,
+                target_acceptance_rate=target_acceptance_rate))
+            seconds = time.perf_counter() - t0
+            chains = np.asarray(chains, np.float64)
+            out = _moments_with_errors(chains)
+        flat = chains.reshape(-1, posterior.dim)
+        thin = rng.choice(len(flat), REFERENCE_DRAWS, replace=False)
+        out.update(draws=flat[np.sort(thin)].astype(np.float32), method=np.array("nuts"),
+                   seed=np.array(seed), num_chains=np.array(num_chains),
+                   num_warmup=np.array(num_warmup), num_draws=np.array(num_draws),
+                   target_acceptance_rate=np.array(target_acceptance_rate),
+                   num_gradient_evals=np.array(int(np.sum(warm) + np.sum(steps))),
+                   num_gradient_evals_sampling=np.array(int(np.sum(steps))),
+                   num_divergent=np.array(int(np.sum(divergent))), seconds=np.array(seconds))
+    np.savez_compressed(posteriors.REFERENCES / posterior.reference_file, **out)
+    return out
+
+
+def make_references(names: Sequence[str] = posteriors.NAMES, **settings) -> None:
+    """:func:`make_reference` for each name, one at a time, with a one-line summary each."""
+    for name in names:
+        ref = make_reference(posteriors.get(name), **settings)
+        if str(ref["method"]) == "exact":
+            print(f"{name}: exact", flush=True)
+            continue
+        print(f"{name}: NUTS {int(ref['num_chains'])}x{int(ref['num_draws'])} in "
+              f"{float(ref['seconds']):.0f}s, min ESS {ref['ess'].min():.0f} (sd: "
+              f"{ref['ess_sd'].min():.0f}), max R-hat {ref['rhat'].max():.4f}, "
+              f"{int(ref['num_divergent'])} divergences, "
+              f"{int(ref['num_gradient_evals'])} gradient evaluations", flush=True)
+
+
+# --- the comparison ------------------------------------------------------------------------------
+
+def evaluate(samples, posterior: Posterior, reference: dict | None = None) -> dict:
+    """Quality of ``samples`` ``(n, d)`` against the posterior's reference.
+
+    Returns:
+        ``sd_ratio`` (mean over coordinates of ``sd / σ_ref``), ``sd_ratio_min``,
+        ``sd_ratio_max``, ``mean_bias2`` (mean over coordinates of ``((m − μ_ref)/σ_ref)²``;
+        ``1/n`` for ``n`` independent exact draws), ``distinct`` (unique rows), ``energy``
+        (energy distance to the reference draws with coordinates divided by ``σ_ref``) and
+        ``nonfinite`` (rows with a NaN or inf, dropped from the other numbers).
+    """
+    reference = load_reference(posterior) if reference is None else reference
+    x = np.asarray(samples, np.float64)
+    finite = np.all(np.isfinite(x), axis=1)
+    x = x[finite]
+    mu, sigma = reference["mean"], reference["sd"]
+    ratio = x.std(0) / sigma
+    z_ref = reference["draws"].astype(np.float64) / sigma
+    return dict(
+        sd_ratio=float(ratio.mean()), sd_ratio_min=float(ratio.min()),
+        sd_ratio_max=float(ratio.max()),
+        mean_bias2=float(np.mean(np.square((x.mean(0) - mu) / sigma))),
+        distinct=int(len(np.unique(x, axis=0))),
+        energy=float(energy_distance(jnp.asarray(x / sigma, jnp.float32),
+                                     jnp.asarray(z_ref, jnp.float32))),
+        nonfinite=int(np.sum(~finite)))
+
+
+GOALS = {
+    # an unbiased sampler of n independent draws has E[mean bias²] = 1/n and sd ratio 1 ± √(1/2n)
+    "goal: sd ratio 0.9-1.1": lambda m, n: 0.9 <= m["sd_ratio"] <= 1.1,
+    "goal: mean bias² ≤ 5/n": lambda m, n: m["mean_bias2"] <= 5.0 / n,
+}
+
+
+def run_suite(samplers: dict[str, Callable], posterior_list: Sequence[Posterior], sizes: Sizes,
+              *, key=None, goals: dict[str, Callable] = GOALS, title: str | None = None
+              ) -> BenchTable:
+    """Runs every sampler on every posterior and returns the Markdown-ready table.
+
+    Args:
+        samplers: name -> ``callable(key, posterior) -> (samples (n, d), cost)``, ``cost`` a dict
+            with ``density_evals`` and ``gradient_evals`` (int or None). The first sampler is the
+            peer of the speed-up column. Each is called once to compile, then timed once.
+        posterior_list: :class:`posteriors.Posterior` entries with a reference.
+        sizes: the budgets (for the notes; ``num_particles`` is the ``n`` of the goals).
+        key: PRNG key (default ``jax.random.key(0)``); each posterior folds in its index.
+        goals: column name -> ``(metrics, num_particles) -> bool``.
+        title: table title.
+    """
+    key = jax.random.key(0) if key is None else key
+    rows = []
+    for i, post in enumerate(posterior_list):
+        reference = load_reference(post)
+        k = jax.random.fold_in(key, i)
+        for j, (name, sampler) in enumerate(samplers.items()):
+            jax.block_until_ready(sampler(k, post))  # compile
+            t0 = time.perf_counter()
+            samples, cost = sampler(k, post)
+            samples = jax.block_until_ready(samples)
+            seconds = time.perf_counter() - t0
+            m = evaluate(samples, post, reference)
+            metrics = {
+                "d": post.dim, "sd ratio": m["sd_ratio"],
+                "sd ratio min-max": f"{m['sd_ratio_min']:.2f}-{m['sd_ratio_max']:.2f}",
+                "mean bias²": m["mean_bias2"], "energy dist.": m["energy"],
+                "distinct": f"{m['distinct']}/{len(samples)}",
+                "density evals": cost.get("density_evals"),
+                "gradient evals": cost.get("gradient_evals")}
+            metrics.update({g: "met" if ok(m, sizes.num_particles) else "missed"
+                            for g, ok in goals.items()})
+            if m["nonfinite"]:
+                metrics["non-finite rows"] = m["nonfinite"]
+            rows.append(Row(post.name, name, metrics, seconds, peer=j == 0))
+    notes = [
+        f"Particles: N = {sizes.num_particles}; ETD {sizes.etd_steps} steps, SVGD "
+        f"{sizes.svgd_steps} steps; NUTS {sizes.nuts_chains} chains x ({sizes.nuts_warmup} "
+        f"warm-up + {sizes.nuts_draws} draws), all draws pooled. Init: each posterior's "
+        "init_fn (N(0, I) on the unconstrained space).",
+        "References: bench/references/*.npz (NUTS 4 chains, float64, or exact). sd ratio and "
+        "mean bias² are in reference sds; n independent exact draws give mean bias² ≈ 1/n and "
+        "sd ratio ≈ 1 ± 1/√(2n). Energy distance on coordinates divided by the reference sd, "
+        "against the reference's 1000 draws (nonzero for exact draws too).",
+        "Evaluations: NUTS counts one gradient (with its density) per leapfrog step, warm-up "
+        "included; SVGD N gradients per step; ETD per step N·M densities + N gradients "
+        "(+ N of each per mutation step), from its settings.",
+        "Time: one call after a compiling call.",
+    ]
+    return BenchTable(title or "Posterior suite: sd ratio, bias and cost against references",
+                      rows, notes=notes)
+
+
+def _nuts_sampler(sizes: Sizes):
+    def sample(key, post):
+        k_init, k_run = jax.random.split(key)
+        draws, warm, steps, _ = nuts(k_run, post.logdensity_fn,
+                                     post.init_fn(k_init, sizes.nuts_chains),
+                                     num_warmup=sizes.nuts_warmup, num_draws=sizes.nuts_draws)
+        return (draws.reshape(-1, post.dim),
+                {"density_evals": None, "gradient_evals": int(jnp.sum(warm) + jnp.sum(steps))})
+
+    return sample
+
+
+_svgd_run = jax.jit(svgd, static_argnums=0, static_argnames="num_steps")
+
+
+def _svgd_sampler(sizes: Sizes, learning_rate: float = 0.05):
+    def sample(key, post):
+        x0 = post.init_fn(key, sizes.num_particles)
+        samples = _svgd_run(post.logdensity_fn, x0, num_steps=sizes.svgd_steps,
+                      learning_rate=learning_rate)
+        return samples, {"density_evals": None,
+                         "gradient_evals": sizes.num_particles * sizes.svgd_steps}
+
+    return sample
+
+
+def etd_cost(num_particles: int, num_steps: int, **settings) -> dict:
+    """Evaluations of ``num_steps`` ETD steps with a score, from ``jaxsample.etd``'s settings
+    (its defaults where ``settings`` does not give them): per step ``N·M`` densities (the
+    proposals) and ``N`` gradients (the Langevin centres), plus ``N`` of each per mutation step."""
+    defaults = {name: p.default for name, p in inspect.signature(jaxsample.etd).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    defaults.update(settings)
+    per_step_mutation = num_particles * defaults["mutation_steps"]
+    return {"density_evals": num_steps * (num_particles * defaults["num_proposals"]
+                                          + per_step_mutation),
+            "gradient_evals": num_steps * (num_particles + per_step_mutation)}
+
+
+@functools.partial(jax.jit, static_argnames=("logdensity_fn", "num_steps", "settings"))
+def _etd_run(key, x0, logdensity_fn, num_steps, settings):
+    alg = jaxsample.etd(logdensity_fn, score_fn=jax.grad(logdensity_fn), **dict(settings))
+    state, _ = jaxsample.run(key, alg, alg.init(x0), num_steps)
+    return state.positions
+
+
+def etd_sampler(sizes: Sizes, **settings):
+    """``jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), **settings)`` run for
+    ``sizes.etd_steps`` steps from ``sizes.num_particles`` init draws: with no settings, ETD as a
+    new user calls it. ``settings`` are static (compiled in): numbers and strings; for an array
+    setting (a fixed preconditioner) write the sampler callable directly."""
+
+    def sample(key, post):
+        k_init, k_run = jax.random.split(key)
+        positions = _etd_run(k_run, post.init_fn(k_init, sizes.num_particles),
+                             post.logdensity_fn, sizes.etd_steps, tuple(sorted(settings.items())))
+        return positions, etd_cost(sizes.num_particles, sizes.etd_steps, **settings)
+
+    return sample
+
+
+def make_samplers(sizes: Sizes) -> dict[str, Callable]:
+    """NUTS (the peer), BlackJAX SVGD and ETD with its defaults, at ``sizes``' budgets."""
+    return {
+        f"NUTS ({sizes.nuts_chains}x{sizes.nuts_warmup}+{sizes.nuts_draws})": _nuts_sampler(sizes),
+        "SVGD (BlackJAX, Adam 0.05)": _svgd_sampler(sizes),
+        "ETD defaults": etd_sampler(sizes),
+    }
+
+
+def run(size: str) -> list[BenchTable]:
+    """The bench runner's entry: the suite at ``size`` (``"quick"``: three small posteriors)."""
+    sizes = QUICK if size == "quick" else FULL
+    return [run_suite(make_samplers(sizes), [posteriors.get(n) for n in sizes.names], sizes)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CI-sized run")
+    parser.add_argument("--only", nargs="+", choices=posteriors.NAMES, help="these posteriors")
+    parser.add_argument("--make-references", action="store_true",
+                        help="recompute the reference files instead of comparing")
+    parser.add_argument("--num-draws", type=int, default=10000, help="NUTS draws per chain "
+                        "(--make-references)")
+    parser.add_argument("--num-warmup", type=int, default=2000, help="NUTS warm-up steps "
+                        "(--make-references)")
+    args = parser.parse_args(argv)
+    if args.make_references:
+        make_references(args.only or posteriors.NAMES, num_draws=args.num_draws,
+                        num_warmup=args.num_warmup)
+        return 0
+    sizes = QUICK if args.quick else FULL
+    if args.only:
+        sizes = sizes._replace(names=tuple(args.only))
+    t0 = time.perf_counter()
+    table = run_suite(make_samplers(sizes), [posteriors.get(n) for n in sizes.names], sizes)
+    print(table.to_markdown())
+    print(f"\n(total {time.perf_counter() - t0:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
