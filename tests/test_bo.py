@@ -205,7 +205,7 @@ def test_fit_recovers_the_noise_and_raises_the_evidence(x64):
     bo = SphericalLinearBO(dim, noise=1.0, prior_scale=0.1)
     state = bo.tell(bo.init(jnp.float64), x, y)
     fitted, info = bo.fit(state)
-    assert bool(info.converged) and not bool(info.nonfinite)
+    assert bool(info.solver.converged) and not bool(info.nonfinite)
     assert float(bo.log_evidence(fitted)) > float(bo.log_evidence(state))
     np.testing.assert_allclose(info.log_evidence, bo.log_evidence(fitted), rtol=1e-10)
     # the estimate's relative standard error is ≈ 1/√(2(n − D)) = 5%: within 3 of them

@@ -5,7 +5,8 @@ Methods land here as modules, each re-exported below.
 
 from jaxsample.decision.baselines import run_ucbvi as run_ucbvi
 from jaxsample.decision.bo import BOState as BOState
-from jaxsample.decision.bo import RunInfo as RunInfo
+from jaxsample.decision.bo import BOFitInfo as BOFitInfo
+from jaxsample.decision.bo import BORunInfo as BORunInfo
 from jaxsample.decision.bo import SphericalLinearBO as SphericalLinearBO
 from jaxsample.decision.bo import TrustRegion as TrustRegion
 from jaxsample.decision.dueling import DuelInfo as DuelInfo
@@ -20,11 +21,12 @@ from jaxsample.decision.psrl import run_psrl as run_psrl
 from jaxsample.decision.psrl import sample_trajectory as sample_trajectory
 
 __all__: list[str] = [
+    "BOFitInfo",
+    "BORunInfo",
     "BOState",
     "DuelInfo",
     "PSRLInfo",
     "PreferenceMatrix",
-    "RunInfo",
     "SphericalLinearBO",
     "TabularMDP",
     "TrustRegion",

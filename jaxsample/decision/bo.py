@@ -72,9 +72,10 @@ from jaxsample._checks import (
     check_number,
     is_concrete,
 )
+from jaxsample._solver import SolverStats, from_optimistix
 from jaxsample.kernels import secular, sphere
 
-__all__ = ["BOState", "FitInfo", "RunInfo", "SphericalLinearBO", "TrustRegion"]
+__all__ = ["BOFitInfo", "BORunInfo", "BOState", "SphericalLinearBO", "TrustRegion"]
 
 _ACQUISITIONS = ("thompson", "mean", "ucb")
 
@@ -120,16 +121,16 @@ class TrustRegion(NamedTuple):
     angle: jax.Array
 
 
-class FitInfo(NamedTuple):
-    """Evidence maximisation: final restricted log evidence, BFGS steps, status, flag."""
+class BOFitInfo(NamedTuple):
+    """Evidence maximisation: the final restricted ``log_evidence``, the BFGS ``solver``
+    status (a :class:`~jaxsample.SolverStats`) and the ``nonfinite`` flag."""
 
     log_evidence: jax.Array
-    iterations: jax.Array
-    converged: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
-class RunInfo(NamedTuple):
+class BORunInfo(NamedTuple):
     """Trace of :meth:`SphericalLinearBO.run` (leading axis: iterations).
 
     Attributes:
@@ -276,8 +277,7 @@ def _fit(state: BOState, max_iterations: int):
         fitted = jax.tree.map(lambda a, b: jnp.where(enough, a, b), fitted, state)
         value = _log_evidence(params, g, cross2, state.scatter_y, dof)
         nonfinite = ~(jnp.isfinite(value) & jnp.all(jnp.isfinite(fitted.sqrt_cov)))
-        info = FitInfo(value, sol.stats["num_steps"].astype(jnp.int32),
-                       sol.result == optx.RESULTS.successful, nonfinite)
+        info = BOFitInfo(value, from_optimistix(sol), nonfinite)
         return fitted, info
 
 
@@ -361,7 +361,7 @@ def _run(key, state, beta, radius, initial_angle, min_angle, objective, num_iter
             angle = jnp.where(angle < min_angle, initial_angle, angle)  # restart
         if progress is not None:
             progress.report(index + 1, num_iterations)
-        info = RunInfo(decoded, values, state.best_y,
+        info = BORunInfo(decoded, values, state.best_y,
                        angle if trust_region else jnp.asarray(math.pi, dtype), ~jnp.all(finite))
         return (state, angle, successes, failures), info
 
@@ -544,7 +544,7 @@ class SphericalLinearBO(eqx.Module):
         self._check_state(state)
         return _state_log_evidence(state)
 
-    def fit(self, state: BOState, *, max_iterations: int = 64) -> tuple[BOState, FitInfo]:
+    def fit(self, state: BOState, *, max_iterations: int = 64) -> tuple[BOState, BOFitInfo]:
         """(σ, σ_w) by evidence maximisation (optimistix BFGS over their logs), then S and μ.
 
         One ``eigh`` of the scatter (O(D³)) makes every evidence evaluation O(D). Needs ≥ 3
@@ -552,7 +552,7 @@ class SphericalLinearBO(eqx.Module):
         σ² ∈ [1e-8, 1e2]·var(y), σ_w² ∈ [1e-6, 1e4]·var(y) so degenerate data stay finite.
 
         Returns:
-            ``(state, FitInfo)``.
+            ``(state, BOFitInfo)``.
         """
         self._check_state(state)
         max_iterations = check_int("max_iterations", max_iterations, 1)
@@ -563,7 +563,7 @@ class SphericalLinearBO(eqx.Module):
     def run(self, key, objective: Callable[[jax.Array], jax.Array], state: BOState,
             num_iterations: int, *, acquisition: str = "thompson", batch_size: int = 1,
             trust_region: bool = False, initial_angle=0.8, min_angle=0.01, beta=2.0,
-            refit_every: int = 10, progress=None) -> tuple[BOState, RunInfo]:
+            refit_every: int = 10, progress=None) -> tuple[BOState, BORunInfo]:
         """The BO loop as one compiled ``lax.scan``: ask, evaluate, tell, adapt.
 
         Args:
@@ -585,7 +585,7 @@ class SphericalLinearBO(eqx.Module):
             progress: a meter (:class:`jaxsample.TextProgress`) reporting from the loop.
 
         Returns:
-            ``(state, RunInfo)``.
+            ``(state, BORunInfo)``.
         """
         key = check_key("key", key)
         self._check_state(state)
