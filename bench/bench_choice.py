@@ -84,7 +84,7 @@ def _attribution_table(config, key):
         recovery_error_model=float(np.abs(w[num_agents] - planted[num_agents]).mean()),
         entropy_gap_bits=float(panel_h.mean() - model_h.mean()),
         pluralism_gap=float(gap.mean()),
-        converged=f"{int(np.sum(info.converged))}/{num_agents + 1}")
+        converged=f"{int(np.sum(info.solver.converged))}/{num_agents + 1}")
     rows = [Row(f"30 agents + model, {num_dilemmas} dilemmas", "jaxsample (vmap, Laplace)",
                 metrics, seconds)]
     notes = []
@@ -119,8 +119,8 @@ def _attribution_table(config, key):
         return choice.fit_value_priorities(c, f, l2=L2)
 
     def boot_big(c, f):
-        return choice.fit_value_priorities(c, f, l2=L2, key=jax.random.key(3),
-                                           num_resamples=32)
+        return choice.bootstrap_value_priorities(jax.random.key(3), c, f, l2=L2,
+                                                 num_resamples=32)
 
     fits = [("fit (Laplace)", fit_big)]
     if config["bootstrap"]:  # skipped at quick size (its compilation dominates a CI run)
@@ -131,7 +131,7 @@ def _attribution_table(config, key):
         rows.append(Row(f"1 agent, {big:,} dilemmas", f"jaxsample {name}", dict(
             theta_error_max=float(np.abs(np.asarray(est) - truth).max()),
             interval_width=float(np.mean(np.asarray(inf.upper - inf.lower))),
-            converged=str(bool(inf.converged))), secs))
+            converged=str(bool(inf.solver.converged))), secs))
     if config["sklearn"]:
         c_np, f_np = np.asarray(big_panel.choices[0]), np.asarray(big_panel.option_features)
         t0 = time.perf_counter()

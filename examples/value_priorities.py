@@ -41,9 +41,9 @@ def main(argv=None):
     rows = []
     for i, name in enumerate(("model 1 (typical)", "model 2 (low autonomy)")):
         decisions = study["model_choices"][:, i]
-        theta, info = choice.fit_value_priorities(decisions, features, l2=0.1,
-                                                  key=jax.random.fold_in(key, 10 + i),
-                                                  num_resamples=args.num_resamples)
+        theta, info = choice.bootstrap_value_priorities(jax.random.fold_in(key, 10 + i),
+                                                        decisions, features, l2=0.1,
+                                                        num_resamples=args.num_resamples)
         beta = float(jnp.sum(theta))
         for p, principle in enumerate(PRINCIPLES):
             rows.append([name, principle, study["planted"][m + i][p], float(theta[p]) / beta,

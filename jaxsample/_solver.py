@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-__all__ = ["RESULTS", "SolverStats", "from_lineax", "from_optimistix", "select"]
+__all__ = ["RESULTS", "SolverStats", "batched", "from_lineax", "from_optimistix", "select", "sequential"]
 
 
 class RESULTS(eqx.Enumeration):
@@ -94,6 +94,21 @@ def select(pred, on_true, on_false):
 
     out = jax.vmap(RESULTS.where)(pred.reshape(-1), flat(on_true), flat(on_false))
     return jax.tree.map(lambda v: v.reshape(shape), out)
+
+
+def sequential(first: SolverStats, second: SolverStats) -> SolverStats:
+    """Two solves run one after the other: iterations add up, the first unsuccessful result is
+    kept."""
+    return SolverStats(first.num_iterations + second.num_iterations,
+                       select(first.converged, second.result, first.result))
+
+
+def batched(stats: SolverStats) -> SolverStats:
+    """A batch of solves (leading axis) run together, as a vmapped solve runs: the most
+    iterations, and the first unsuccessful result (``successful`` if every solve succeeded)."""
+    first_failure = jnp.argmin(stats.converged)
+    return SolverStats(jnp.max(stats.num_iterations),
+                       jax.tree.map(lambda value: value[first_failure], stats.result))
 
 
 def from_optimistix(solution) -> SolverStats:

@@ -34,9 +34,13 @@ def _fits(panel, keys, l2):
     """Bootstrap fits of every agent (keys) or Laplace fits (keys None): one compilation each."""
     fits = []
     for m in range(NUM_AGENTS):
-        key = None if keys is None else keys[m]
-        fits.append(choice.fit_value_priorities(panel.choices[m], panel.option_features, l2=l2,
-                                                key=key, num_resamples=100, level=0.9))
+        if keys is None:
+            fits.append(choice.fit_value_priorities(panel.choices[m], panel.option_features,
+                                                    l2=l2, level=0.9))
+        else:
+            fits.append(choice.bootstrap_value_priorities(
+                keys[m], panel.choices[m], panel.option_features, l2=l2, num_resamples=100,
+                level=0.9))
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *fits)
 
 
@@ -48,7 +52,7 @@ def test_bootstrap_and_laplace_intervals_cover_planted_priorities():
     theta = np.asarray(panel.weights * BETA)
     boot_theta, boot = _fits(panel, jax.random.split(jax.random.key(1), NUM_AGENTS), 0.01)
     laplace_theta, laplace = _fits(panel, None, 0.01)
-    assert bool(jnp.all(boot.converged)) and bool(jnp.all(laplace.converged))
+    assert bool(jnp.all(boot.solver.converged)) and bool(jnp.all(laplace.solver.converged))
     assert not bool(jnp.any(boot.nonfinite))
     assert np.all(np.asarray(boot.design_rank) == 4)
     np.testing.assert_allclose(boot_theta, laplace_theta)  # the same point estimate
@@ -97,7 +101,7 @@ def test_separable_choices_give_a_finite_fit_that_reproduces_them():
     chosen = jnp.argmax(probs, axis=-1)
     theta, info = choice.fit_value_priorities(chosen, panel.option_features, l2=0.01,
                                               level=0.9)
-    assert bool(info.converged) and not bool(info.nonfinite)
+    assert bool(info.solver.converged) and not bool(info.nonfinite)
     fitted = jnp.argmax(choice.choice_probabilities(theta, panel.option_features), axis=-1)
     assert bool(jnp.all((fitted == chosen) | ~decisive))
 

@@ -50,3 +50,20 @@ def test_lineax_mapping():
     singular = lx.linear_solve(lx.MatrixLinearOperator(jnp.zeros((3, 3))), jnp.ones(3),
                                solver=lx.LU(), throw=False)
     assert not bool(from_lineax(singular).converged)
+
+
+def test_sequential_and_batched_keep_the_first_failure():
+    from jaxsample._solver import batched, sequential
+
+    ok = SolverStats.of(3, converged=jnp.asarray(True))
+    capped = SolverStats.of(5, converged=jnp.asarray(False))
+    bad = SolverStats.of(2, converged=jnp.asarray(True), nonfinite=jnp.asarray(True))
+    both = sequential(ok, capped)
+    assert int(both.num_iterations) == 8 and both.result == RESULTS.max_iterations_reached
+    assert sequential(capped, bad).result == RESULTS.max_iterations_reached
+    assert sequential(ok, ok).result == RESULTS.successful
+    batch = jax.tree.map(lambda *v: jnp.stack(v), ok, bad, capped)
+    worst = jax.jit(batched)(batch)
+    assert int(worst.num_iterations) == 5 and worst.result == RESULTS.nonfinite
+    all_ok = batched(jax.tree.map(lambda *v: jnp.stack(v), ok, ok))
+    assert int(all_ok.num_iterations) == 3 and all_ok.result == RESULTS.successful

@@ -17,6 +17,7 @@ from jaxsample.choice.alien import synthetic_community as synthetic_community
 from jaxsample.choice.alien import tilted_sample as tilted_sample
 from jaxsample.choice.pluralism import Panel as Panel
 from jaxsample.choice.pluralism import PriorityInfo as PriorityInfo
+from jaxsample.choice.pluralism import bootstrap_value_priorities as bootstrap_value_priorities
 from jaxsample.choice.pluralism import choice_probabilities as choice_probabilities
 from jaxsample.choice.pluralism import decision_entropy as decision_entropy
 from jaxsample.choice.pluralism import fit_value_priorities as fit_value_priorities
@@ -30,6 +31,7 @@ __all__ = [
     "Community",
     "Panel",
     "PriorityInfo",
+    "bootstrap_value_priorities",
     "TiltedInfo",
     "choice_probabilities",
     "decision_entropy",

@@ -48,11 +48,13 @@ from jaxsample._checks import (
     check_number,
     is_concrete,
 )
+from jaxsample._solver import SolverStats, batched, from_optimistix, select
 from jaxsample.kernels import logspace
 
 __all__ = [
     "Panel",
     "PriorityInfo",
+    "bootstrap_value_priorities",
     "choice_probabilities",
     "decision_entropy",
     "fit_value_priorities",
@@ -65,18 +67,18 @@ __all__ = [
 
 
 class PriorityInfo(NamedTuple):
-    """Diagnostics of :func:`fit_value_priorities`.
+    """Diagnostics of :func:`fit_value_priorities` and :func:`bootstrap_value_priorities`.
 
     Attributes:
         lower, upper: ``(P,)`` interval for each priority at ``level``: bootstrap percentiles
-            when a key was given, else Laplace (``θ̂ ± z·sqrt(diag H⁻¹)``, ``H`` the Hessian of
-            the penalised negative log-likelihood).
+            (:func:`bootstrap_value_priorities`), or Laplace's ``θ̂ ± z·sqrt(diag H⁻¹)``, ``H``
+            the Hessian of the penalised negative log-likelihood (:func:`fit_value_priorities`).
         standard_error: ``(P,)`` bootstrap standard deviation, or the Laplace standard error.
         log_likelihood: log-likelihood of the data at ``θ̂`` (penalty excluded).
         design_rank: rank of the option-difference design; ``< P`` means only a subspace of
             ``θ`` is identified.
-        converged: the fit (and every bootstrap fit) met the tolerance within ``max_iterations``.
-        num_iterations: BFGS iterations of the fit on the full data.
+        solver: :class:`~jaxsample.SolverStats` of the BFGS fit on the full data (iterations),
+            whose result is the first unsuccessful one of that fit and every bootstrap fit.
         nonfinite: a non-finite estimate, interval or likelihood.
     """
 
@@ -85,8 +87,7 @@ class PriorityInfo(NamedTuple):
     standard_error: jax.Array
     log_likelihood: jax.Array
     design_rank: jax.Array
-    converged: jax.Array
-    num_iterations: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
@@ -132,8 +133,7 @@ def _solve(features, counts, l2, *, max_iterations, tolerance):
     solution = optx.minimise(
         lambda theta, _: _objective(theta, features, counts, l2), solver,
         jnp.zeros(features.shape[-1], features.dtype), max_steps=max_iterations, throw=False)
-    converged = solution.result == optx.RESULTS.successful
-    return solution.value, converged, solution.stats["num_steps"].astype(jnp.int32)
+    return solution.value, from_optimistix(solution)
 
 
 def _normal_quantile(level, dtype):
@@ -146,7 +146,7 @@ def _fit(key, features, choices, l2, *, num_resamples, level, max_iterations, to
         counts = _counts(choices, features.shape[1], dtype)
         l2 = jnp.asarray(l2, dtype)
         solve = functools.partial(_solve, max_iterations=max_iterations, tolerance=tolerance)
-        theta, converged, count = solve(features, counts, l2)
+        theta, stats = solve(features, counts, l2)
         log_probs = jax.nn.log_softmax(_option_logits(theta, features), axis=-1)
         log_likelihood = jnp.sum(counts * log_probs)
         deltas = (features - features[:, :1]).reshape((-1, features.shape[-1]))
@@ -159,17 +159,18 @@ def _fit(key, features, choices, l2, *, num_resamples, level, max_iterations, to
         else:
             num_dilemmas = features.shape[0]
             index = jax.random.randint(key, (num_resamples, num_dilemmas), 0, num_dilemmas)
-            thetas, boot_converged, _ = jax.vmap(lambda i: solve(features[i], counts[i], l2))(
-                index)
-            converged = converged & jnp.all(boot_converged)
+            thetas, boot_stats = jax.vmap(lambda i: solve(features[i], counts[i], l2))(index)
+            first_failure = batched(boot_stats).result
+            stats = SolverStats(stats.num_iterations,
+                                select(stats.converged, first_failure, stats.result))
             alpha = 0.5 * (1.0 - level)
             lower, upper = jnp.quantile(thetas, jnp.asarray([alpha, 1.0 - alpha], dtype), axis=0)
             standard_error = jnp.std(thetas, axis=0)
         finite = jnp.all(jnp.isfinite(jnp.concatenate([theta, lower, upper, log_likelihood[None]])))
         return theta, PriorityInfo(
             lower=lower, upper=upper, standard_error=standard_error,
-            log_likelihood=log_likelihood, design_rank=design_rank, converged=converged,
-            num_iterations=count, nonfinite=~finite)
+            log_likelihood=log_likelihood, design_rank=design_rank, solver=stats,
+            nonfinite=~finite)
 
 
 _fit_jit = jax.jit(_fit, static_argnames=("num_resamples", "level", "max_iterations",
@@ -200,26 +201,22 @@ def _check_choices(name, choices, num_dilemmas, num_options):
     return choices.reshape((-1, choices.shape[-1]))
 
 
-def fit_value_priorities(choices, option_features, *, l2=1.0, key=None,
-                         num_resamples: int = 200, level: float = 0.9,
-                         max_iterations: int = 100, tolerance: float | None = None):
+def fit_value_priorities(choices, option_features, *, l2=1.0, level: float = 0.9,
+                         max_iterations: int = 100, tolerance: float | None = None
+                         ) -> tuple[jax.Array, PriorityInfo]:
     """Fits a decision-maker's priorities ``θ = β·w`` to its choices (penalised conditional logit).
 
     Maximises ``Σ_j Σ_r log softmax_k(θᵀ z_{jk})[c_{rj}] − (l2/2)·‖θ‖²`` by ``optimistix.BFGS``
     on the penalised negative log-likelihood per decision (convex; the fit stops when successive
-    iterates and objective values change by less than ``tolerance`` relative). With ``key``,
-    ``num_resamples`` bootstrap fits on dilemmas resampled with replacement (the repeated choices
-    of a dilemma travel together) run as one ``vmap`` and give percentile intervals; without it
-    the intervals are Laplace's. Use :func:`normalize_priorities` for the simplex weights ``w``
-    and the decisiveness ``β``.
+    iterates and objective values change by less than ``tolerance`` relative). The intervals are
+    Laplace's; :func:`bootstrap_value_priorities` gives bootstrap intervals. Use
+    :func:`normalize_priorities` for the simplex weights ``w`` and the decisiveness ``β``.
 
     Args:
         choices: ``(num_dilemmas,)`` or ``(num_repeats, num_dilemmas)`` ints in
             ``[0, num_options)``: the option chosen (repeats: resampled runs or variants).
         option_features: ``(num_dilemmas, num_options, P)`` floating annotations.
         l2: penalty (prior precision) on ``θ``, ``> 0``; traced.
-        key: PRNG key for the bootstrap, or ``None`` (Laplace intervals).
-        num_resamples: bootstrap resamples ``B``.
         level: interval level in ``(0, 1)``.
         max_iterations: BFGS iteration cap (each fit).
         tolerance: relative/absolute step tolerance; ``None``: ``1e-8`` in float64, ``1e-4`` in
@@ -233,16 +230,53 @@ def fit_value_priorities(choices, option_features, *, l2=1.0, key=None,
         >>> import jax
         >>> panel = synthetic_panel(jax.random.key(0), 30, 50)
         >>> theta, info = fit_value_priorities(panel.choices[0], panel.option_features, l2=0.1)
-        >>> theta.shape, bool(info.converged), int(info.design_rank)
+        >>> theta.shape, bool(info.solver.converged), int(info.design_rank)
         ((4,), True, 4)
     """
+    return _checked_fit(None, choices, option_features, l2=l2, num_resamples=0, level=level,
+                        max_iterations=max_iterations, tolerance=tolerance)
+
+
+def bootstrap_value_priorities(key, choices, option_features, *, l2=1.0,
+                               num_resamples: int = 200, level: float = 0.9,
+                               max_iterations: int = 100, tolerance: float | None = None
+                               ) -> tuple[jax.Array, PriorityInfo]:
+    """:func:`fit_value_priorities` with bootstrap percentile intervals.
+
+    The point estimate is the fit to all dilemmas; ``num_resamples`` further fits on dilemmas
+    resampled with replacement (the repeated choices of a dilemma travel together) run as one
+    ``vmap`` and give the percentile intervals and standard errors.
+
+    Args:
+        key: PRNG key of the resampling.
+        choices, option_features, l2, level, max_iterations, tolerance: as in
+            :func:`fit_value_priorities`.
+        num_resamples: bootstrap resamples ``B >= 2``.
+
+    Returns:
+        ``(priorities, info)`` as :func:`fit_value_priorities`, with bootstrap intervals.
+
+    Example:
+        >>> import jax
+        >>> panel = synthetic_panel(jax.random.key(0), 30, 50)
+        >>> theta, info = bootstrap_value_priorities(jax.random.key(1), panel.choices[0],
+        ...                                          panel.option_features, l2=0.1,
+        ...                                          num_resamples=16)
+        >>> theta.shape, bool(info.solver.converged), bool((info.lower <= info.upper).all())
+        ((4,), True, True)
+    """
+    key = check_key("key", key)
+    num_resamples = check_int("num_resamples", num_resamples, 2)
+    return _checked_fit(key, choices, option_features, l2=l2, num_resamples=num_resamples,
+                        level=level, max_iterations=max_iterations, tolerance=tolerance)
+
+
+def _checked_fit(key, choices, option_features, *, l2, num_resamples, level, max_iterations,
+                 tolerance):
     features = _check_features(option_features)
     num_dilemmas, num_options = features.shape[:2]
     choices = _check_choices("choices", choices, num_dilemmas, num_options)
     l2 = check_hyperparameter("l2", l2)
-    if key is not None:
-        key = check_key("key", key)
-    num_resamples = check_int("num_resamples", num_resamples, 2)
     level = check_number("level", level, maximum=1.0)
     if level >= 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
@@ -250,8 +284,6 @@ def fit_value_priorities(choices, option_features, *, l2=1.0, key=None,
     if tolerance is None:
         tolerance = 1e-8 if features.dtype == jnp.float64 else 1e-4
     tolerance = check_number("tolerance", tolerance)
-    if key is None:
-        num_resamples = 0  # unused: one compilation of the Laplace path whatever was passed
     return _fit_jit(key, features, choices, l2, num_resamples=num_resamples, level=level,
                     max_iterations=max_iterations, tolerance=tolerance)
 

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_array, check_callable, check_number, is_concrete
-from jaxsample._solver import SolverStats, select
+from jaxsample._checks import check_array, check_fn_output, check_number, is_concrete
+from jaxsample._solver import SolverStats
 
 
 class GaussianInfo(NamedTuple):
@@ -41,19 +41,6 @@ class GaussianInfo(NamedTuple):
 def no_solve() -> SolverStats:
     """The report of a query that solves nothing."""
     return SolverStats.of(0, converged=jnp.ones((), bool))
-
-
-def add_solves(stats: SolverStats, new: SolverStats) -> SolverStats:
-    """Two solves in sequence: iterations add up, the first unsuccessful result is kept."""
-    result = select(stats.converged, new.result, stats.result)
-    return SolverStats(stats.num_iterations + new.num_iterations, result)
-
-
-def slowest_solve(batch: SolverStats) -> SolverStats:
-    """A batch of solves run together: the most iterations, the first unsuccessful result."""
-    first_failure = jnp.argmin(batch.converged)
-    return SolverStats(jnp.max(batch.num_iterations),
-                       jax.tree.map(lambda value: value[first_failure], batch.result))
 
 
 def make_info(num_queries: int, num_levels: int, answer_bits: int, samples: jax.Array,
@@ -122,14 +109,7 @@ def check_precision(precision, dim: int, dtype) -> jax.Array:
 
 def check_oracle(name: str, fn, dim: int, dtype, *, with_tau: bool):
     """A callable mapping a ``(d,)`` point (and scalar ``tau``) to a ``(d,)`` array of ``dtype``."""
-    check_callable(name, fn)
     point = jax.ShapeDtypeStruct((dim,), dtype)
-    args = (point, jax.ShapeDtypeStruct((), dtype)) if with_tau else (point,)
-    out = jax.eval_shape(fn, *args)
-    if getattr(out, "shape", None) != (dim,) or getattr(out, "dtype", None) != dtype:
-        got = f"shape {getattr(out, 'shape', None)} dtype {getattr(out, 'dtype', None)}"
-        raise ValueError(
-            f"{name} must map a point of shape ({dim},) to an array of shape ({dim},) and dtype "
-            f"{dtype}, got {got}"
-        )
+    check_fn_output(name, fn, (point, jax.ShapeDtypeStruct((), dtype)) if with_tau else point,
+                    (dim,), dtype=dtype)
     return fn

@@ -31,10 +31,9 @@ import lineax as lx
 import numpy as np
 
 from jaxsample._checks import check_choice, check_int, check_key, check_number, is_concrete
-from jaxsample._solver import from_lineax
+from jaxsample._solver import batched, from_lineax, sequential
 from jaxsample.gaussian._common import (
     GaussianInfo,
-    add_solves,
     check_mean,
     check_noise,
     check_oracle,
@@ -43,7 +42,6 @@ from jaxsample.gaussian._common import (
     float_bits,
     make_info,
     no_solve,
-    slowest_solve,
 )
 from jaxsample.kernels.resolvent import RULES, dithered_quantize, quadrature_rule, resolvent
 
@@ -308,11 +306,11 @@ def _resolvent_transform(evaluate, z, dither_key, center, weights, taus, lambda_
                 base_score = None
             else:
                 base_score, shared = evaluate(base, tau)
-                stats = add_solves(stats, shared)
+                stats = sequential(stats, shared)
             answers, solves = jax.vmap(
                 lambda zi: resolvent(evaluate, zi, tau, base, base_score, has_aux=True))(z)
             # the batched solve runs until its slowest sample has converged
-            stats = add_solves(stats, slowest_solve(solves))
+            stats = sequential(stats, batched(solves))
             if bits is not None:
                 bound = tau / (1 + tau * lambda_min) * z_norms
                 answers, _ = dithered_quantize(level_key, answers, bound, bits)

@@ -56,11 +56,11 @@ ENTRIES = [
                      ValueError, "l2"),
             BadInput(lambda: choice.panel_percentile(np.ones(3), np.ones((4, 2))),
                      ValueError, "priorities must have shape"),
-            BadInput(lambda: choice.fit_value_priorities(_CHOICES, _FEATURES * 1.0, key=3),
+            BadInput(lambda: choice.bootstrap_value_priorities(3, _CHOICES, _FEATURES * 1.0),
                      TypeError, "key"),
         ),
         note="fit_value_priorities(choices, option_features, *, l2) -> (θ, PriorityInfo) with "
-             "Laplace intervals (key=None), deterministic: the key is unused; the bootstrap "
+             "Laplace intervals, deterministic: the key is unused; the bootstrap "
              "(vmapped fits) runs in tests/test_pluralism.py. BFGS stops on a step tolerance, so "
              "jit and eager agree to the solver's accuracy (rtol 1e-3 in float32) and iteration "
              "counts may differ. The traced hyper-parameter is l2",
