@@ -17,13 +17,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxsample import _pytree
 from jaxsample._checks import (
     check_array,
     check_callable,
     check_chunk_size,
     check_hyperparameter,
+    check_initial_logdensity,
     check_int,
     check_key,
+    check_position,
+    is_concrete,
 )
 from jaxsample.core import SamplingAlgorithm
 from jaxsample.kernels.interactions import antithetic_normal, smoothed_kde_score
@@ -138,8 +142,8 @@ def _cfdm(key, data, num_samples, smoothing, num_steps, num_smoothing_samples, c
     return samples, CFDMInfo(nonfinite=~jnp.all(jnp.isfinite(samples)))
 
 
-def svgd(logdensity_fn: Callable, position: jax.Array, *, num_steps: int,
-         learning_rate: float = 0.1, keep_every: int | None = None) -> jax.Array:
+def svgd(logdensity_fn: Callable, position, *, num_steps: int,
+         learning_rate: float = 0.1, keep_every: int | None = None):
     """BlackJAX SVGD from ``position``: RBF kernel, median-heuristic bandwidth, Adam.
 
     ``blackjax.svgd(jax.grad(logdensity_fn), optax.adam(learning_rate),
@@ -148,19 +152,24 @@ def svgd(logdensity_fn: Callable, position: jax.Array, *, num_steps: int,
     one SVGD set-up the examples, the demo and the benchmarks compare ETD with. Jittable (wrap the
     call in ``jax.jit``); BlackJAX is imported here, so it is needed only when this is called.
 
+    Positions may be pytrees (:mod:`jaxsample._pytree`): SVGD runs on the flat particles and
+    hands them back in the user's structure.
+
     Args:
-        logdensity_fn: ``log π(x)`` for one point ``(d,)``.
-        position: initial particles ``(N, d)``.
+        logdensity_fn: ``log π(x)`` for one point: an array ``(d,)`` or a pytree of arrays.
+        position: initial particles ``(N, d)``, or a pytree whose leaves have a leading ``N``.
         num_steps: SVGD steps (``>= 1``).
         learning_rate: Adam's learning rate (a traced value).
         keep_every: if given, return the particles every ``keep_every`` steps instead of only the
             last (``num_steps`` must be a multiple of it).
 
     Returns:
-        ``(N, d)`` final particles, or ``(num_steps // keep_every, N, d)`` snapshots.
+        ``(N, d)`` final particles, or ``(num_steps // keep_every, N, d)`` snapshots (pytrees:
+        leaves with those leading axes).
 
     Raises:
         ImportError: BlackJAX (or optax) is not installed.
+        ValueError: called eagerly, ``logdensity_fn`` is not finite at any initial particle.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -176,7 +185,17 @@ def svgd(logdensity_fn: Callable, position: jax.Array, *, num_steps: int,
             "jaxsample.particles.svgd needs BlackJAX and optax: pip install 'jaxsample[test]' "
             "(or pip install blackjax)") from err
     check_callable("logdensity_fn", logdensity_fn)
-    position = check_array("position", position, ndim=2, finite=True, min_rows=2)
+    position = check_position("position", position, batch_ndim=1)
+    position, structure = _pytree.ravel(position, batch_ndim=1)
+    if structure is None:
+        position = check_array("position", position, ndim=2, min_rows=2)
+    elif position.shape[0] < 2:
+        raise ValueError(f"position needs at least 2 particles, got {position.shape[0]}")
+    logdensity_fn = _pytree.on_flat(logdensity_fn, structure)
+    if is_concrete(position):
+        check_initial_logdensity("logdensity_fn", logdensity_fn,
+                                 jax.vmap(logdensity_fn)(position),
+                                 _pytree.unravel(position, structure), batch_ndim=1)
     num_steps = check_int("num_steps", num_steps, 1)
     keep_every = check_int("keep_every", keep_every, 1, allow_none=True)
     if keep_every is not None and num_steps % keep_every:
@@ -199,11 +218,11 @@ def svgd(logdensity_fn: Callable, position: jax.Array, *, num_steps: int,
             return jax.lax.fori_loop(0, length, lambda _, s: sampler.step(s), state)
 
     if keep_every is None:
-        return advance(state, num_steps).particles
+        return _pytree.unravel(advance(state, num_steps).particles, structure)
 
     def snapshot(state, _):
         state = advance(state, keep_every)
         return state, state.particles
 
     _, path = jax.lax.scan(snapshot, state, None, length=num_steps // keep_every)
-    return path
+    return _pytree.unravel(path, structure)
