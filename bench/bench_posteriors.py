@@ -358,10 +358,13 @@ def main(argv=None) -> int:
                         "(--make-references)")
     parser.add_argument("--num-warmup", type=int, default=2000, help="NUTS warm-up steps "
                         "(--make-references)")
+    parser.add_argument("--target-acceptance", type=float, default=0.95,
+                        help="NUTS target acceptance rate (--make-references)")
     args = parser.parse_args(argv)
     if args.make_references:
         make_references(args.only or posteriors.NAMES, num_draws=args.num_draws,
-                        num_warmup=args.num_warmup)
+                        num_warmup=args.num_warmup,
+                        target_acceptance_rate=args.target_acceptance)
         return 0
     sizes = QUICK if args.quick else FULL
     if args.only:

@@ -1,0 +1,134 @@
+"""Benchmark posteriors (bench/posteriors.py) and their references: finite densities, dtypes,
+closed forms, reference quality, and the comparison's metrics."""
+
+import math
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
+
+import bench_posteriors  # noqa: E402
+import posteriors  # noqa: E402
+
+Z = 5.0  # z for Monte Carlo checks (two-sided p ≈ 6e-7 per statistic)
+
+
+@pytest.mark.parametrize("name", posteriors.NAMES)
+def test_logdensity_finite_with_dtype(name, dtype):
+    post = posteriors.get(name)
+    reference = posteriors.load_reference(post)
+    x = post.init_fn(jax.random.key(0), 3)
+    assert x.shape == (3, post.dim)
+    points = jnp.concatenate([x, jnp.asarray(reference["mean"])[None]]).astype(dtype)
+    values, grads = jax.jit(jax.vmap(jax.value_and_grad(post.logdensity_fn)))(points)
+    assert values.shape == (4,) and values.dtype == dtype and grads.dtype == dtype
+    assert bool(jnp.all(jnp.isfinite(values))) and bool(jnp.all(jnp.isfinite(grads)))
+
+
+@pytest.mark.parametrize("name", posteriors.NAMES)
+def test_reference_quality(name):
+    """Every reference is small; NUTS ones have ESS >= 4000 and R-hat < 1.01 per coordinate and
+    standard errors consistent with them; exact ones hold the law's moments."""
+    post = posteriors.get(name)
+    path = posteriors.REFERENCES / post.reference_file
+    assert path.stat().st_size < 2**20
+    ref = posteriors.load_reference(post)
+    assert ref["mean"].shape == ref["sd"].shape == (post.dim,)
+    assert ref["draws"].shape == (bench_posteriors.REFERENCE_DRAWS, post.dim)
+    if post.exact is None:
+        assert str(ref["method"]) == "nuts"
+        assert ref["ess"].min() >= 4000 and ref["ess_sd"].min() >= 4000
+        assert ref["rhat"].max() < 1.01
+        np.testing.assert_allclose(ref["mean_se"], ref["sd"] / np.sqrt(ref["ess"]))
+        assert int(ref["num_gradient_evals"]) > int(ref["num_gradient_evals_sampling"]) > 0
+    else:
+        assert str(ref["method"]) == "exact"
+        np.testing.assert_allclose(ref["mean"], np.asarray(post.exact.mean), atol=1e-6)
+        np.testing.assert_allclose(ref["sd"], np.sqrt(np.diag(np.asarray(post.exact.cov))),
+                                   rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["banana", "neals_funnel", "ill_conditioned_gaussian",
+                                  "brownian_bridge_missing"])
+def test_exact_law_matches_the_density(name, x64):
+    """Stein's identities tie the log-density to the law the reference is drawn from: for
+    X ~ π, E[∇log π(X)] = 0 and E[∇log π(X) Xᵀ] = −I. z-tests on 20 000 exact draws."""
+    post = posteriors.get(name)
+    n = 20_000
+    x = jnp.asarray(post.exact.sample(jax.random.key(1), n), jnp.float64)
+    score = np.asarray(jax.jit(jax.vmap(jax.grad(post.logdensity_fn)))(x))
+    x = np.asarray(x)
+    assert np.all(np.abs(score.mean(0)) <= Z * score.std(0) / math.sqrt(n))
+    cross = score.T @ x / n  # E[s xᵀ] and its standard error, without the (n, d, d) products
+    cross_se = np.sqrt(np.maximum(np.square(score).T @ np.square(x) / n - cross**2, 0) / n)
+    assert np.all(np.abs(cross + np.eye(post.dim)) <= Z * cross_se + 1e-8)
+
+
+def test_banana_moments_by_monte_carlo(x64):
+    """Means 0 and sd (10, √201) against 200 000 direct draws (z-tests on means and variances)."""
+    post = posteriors.get("banana")
+    rng = np.random.default_rng(0)
+    x1 = 10.0 * rng.standard_normal(200_000)
+    x = np.stack([x1, 0.1 * (x1**2 - 100.0) + rng.standard_normal(len(x1))], axis=1)
+    ref = posteriors.load_reference(post)
+    np.testing.assert_allclose(ref["sd"], [10.0, math.sqrt(201.0)], rtol=1e-6)
+    mean_se = x.std(0) / math.sqrt(len(x))
+    assert np.all(np.abs(x.mean(0) - ref["mean"]) <= Z * mean_se)
+    sq = np.square(x - x.mean(0))
+    assert np.all(np.abs(sq.mean(0) - ref["sd"]**2) <= Z * sq.std(0) / math.sqrt(len(x)))
+
+
+def test_funnel_sd_formula():
+    """Var x_k = E[e^v] for v ~ N(0, 9), by Gauss-Hermite quadrature: e^{9/2}."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    mean_exp_v = np.sum(weights * np.exp(3.0 * nodes)) / math.sqrt(2 * math.pi)
+    ref = posteriors.load_reference(posteriors.get("neals_funnel"))
+    np.testing.assert_allclose(ref["sd"], [3.0] + [math.sqrt(mean_exp_v)] * 9, rtol=1e-6)
+
+
+def test_ill_conditioned_gaussian_spectrum(x64):
+    """−∇² log π = Σ⁻¹ with Σ's eigenvalues log-spaced over [1e-2, 1e2]."""
+    post = posteriors.get("ill_conditioned_gaussian")
+    hessian = np.asarray(jax.jit(jax.hessian(post.logdensity_fn))(jnp.zeros(post.dim)))
+    eigenvalues = np.sort(1.0 / np.linalg.eigvalsh(-hessian))
+    np.testing.assert_allclose(eigenvalues, np.logspace(-2, 2, post.dim), rtol=1e-4)
+
+
+def test_brownian_bridge_posterior_is_the_gaussian(x64):
+    """The model's gradient vanishes at the exact mean and its Hessian is −Σ⁻¹ (a Gaussian
+    posterior); the middle (unobserved) steps are the least certain."""
+    post = posteriors.get("brownian_bridge_missing")
+    mean = jnp.asarray(post.exact.mean, jnp.float64)
+    np.testing.assert_allclose(np.asarray(jax.grad(post.logdensity_fn)(mean)), 0.0, atol=1e-3)
+    hessian = np.asarray(jax.jit(jax.hessian(post.logdensity_fn))(mean))
+    np.testing.assert_allclose(np.linalg.inv(-hessian), np.asarray(post.exact.cov, np.float64),
+                               rtol=1e-4, atol=1e-7)
+    sd = np.sqrt(np.diag(np.asarray(post.exact.cov)))
+    assert sd[10:20].min() > sd[:10].max() and sd[10:20].min() > sd[20:].max()
+
+
+def test_evaluate_metrics():
+    """Draws standardised to the reference moments give sd ratio 1 and zero bias; a duplicated
+    row counts once; a constant shift of one reference sd in every coordinate gives bias² 1."""
+    post = posteriors.get("banana")
+    ref = posteriors.load_reference(post)
+    z = np.random.default_rng(0).standard_normal((50, 2))
+    z = (z - z.mean(0)) / z.std(0)
+    x = ref["mean"] + ref["sd"] * z
+    m = bench_posteriors.evaluate(np.concatenate([x, x[:1]]), post, ref)
+    assert m["distinct"] == 50 and m["nonfinite"] == 0
+    m = bench_posteriors.evaluate(x, post, ref)
+    assert m["sd_ratio"] == pytest.approx(1.0) and m["mean_bias2"] == pytest.approx(0.0, abs=1e-20)
+    shifted = bench_posteriors.evaluate(x + ref["sd"], post, ref)
+    assert shifted["mean_bias2"] == pytest.approx(1.0)
+    assert shifted["energy"] > m["energy"]
+
+
+def test_etd_cost_counts():
+    cost = bench_posteriors.etd_cost(100, 10, num_proposals=25, mutation_steps=2)
+    assert cost == {"density_evals": 10 * (100 * 25 + 200), "gradient_evals": 10 * (100 + 200)}
