@@ -91,14 +91,14 @@ def _saber_predictions(successes):
     c = jnp.asarray(successes, jnp.float64)
 
     def predict(c_model, zero_inflated):
-        fit = risk.fit_beta_binomial(c_model, float(N_OBSERVED), zero_inflated=zero_inflated,
-                                     max_trials=N_OBSERVED)
+        fit, info = risk.fit_beta_binomial(c_model, float(N_OBSERVED),
+                                           zero_inflated=zero_inflated, max_trials=N_OBSERVED)
         return (risk.asr_at_n(N_TARGET, fit.alpha, fit.beta, fit.pi0),
                 risk.asr_conditional(N_TARGET, c_model, float(N_OBSERVED), fit.alpha, fit.beta,
                                      fit.pi0),
                 risk.asr_anchored(N_TARGET, c_model, float(N_OBSERVED), fit.alpha, fit.beta,
                                   fit.pi0),
-                fit.converged)
+                info.solver.converged)
 
     plain = jax.jit(jax.vmap(lambda x: predict(x, False)))
     inflated = jax.jit(jax.vmap(lambda x: predict(x, True)))
@@ -188,14 +188,14 @@ def _bootstrap_table(size):
             k, N_TARGET, c, float(N_OBSERVED), num_resamples=num_resamples,
             max_trials=N_OBSERVED))(keys, successes)
 
-    seconds, out = time_fn(intervals, keys, successes, repeats=1)
+    seconds, (out, out_info) = time_fn(intervals, keys, successes, repeats=1)
     targets = np.mean(-np.expm1(N_TARGET * np.log1p(-theta)), axis=1)
     covered = np.mean((np.asarray(out.lower) <= targets) & (targets <= np.asarray(out.upper)))
     fits = num_models * (num_resamples + 1)
     rows = [Row("40 models", f"bootstrap_asr, {num_resamples} resamples each",
                 {"fits": fits, "fits/s": fits / seconds, "95% coverage of prompts target":
                  float(covered), "mean width (pp)": 100 * float(np.mean(out.upper - out.lower)),
-                 "converged": float(np.mean(out.converged))}, seconds=seconds)]
+                 "converged": float(np.mean(out_info.converged_fraction))}, seconds=seconds)]
     notes = ["One jit: vmap over models of (fit + vmap over resamples of fits)."]
     if on_cpu:
         notes.append(f"Run on CPU at {num_resamples} resamples per model (1000 on an "

@@ -42,14 +42,14 @@ def main(argv=None):
 
     theta = rng.beta(args.a, args.b, args.prompts)
     successes = rng.binomial(args.attempts, theta).astype(np.float64)
-    fit = risk.fit_beta_binomial(successes, float(args.attempts))
+    fit, fit_info = risk.fit_beta_binomial(successes, float(args.attempts))
     ns = np.unique(np.round(np.logspace(np.log10(args.attempts), 5, 12)))
-    interval = risk.bootstrap_asr(key, jnp.asarray(ns), successes, float(args.attempts),
+    interval, _ = risk.bootstrap_asr(key, jnp.asarray(ns), successes, float(args.attempts),
                                   num_resamples=args.resamples, max_trials=args.attempts)
     truth = np.mean(-np.expm1(ns[:, None] * np.log1p(-theta[None, :])), axis=1)
     budget = risk.budget_at(0.5, fit.alpha, fit.beta, fit.pi0)
     print(f"fit: alpha={float(fit.alpha):.3f} beta={float(fit.beta):.2f} "
-          f"(truth {args.a}, {args.b}), converged={bool(fit.converged)}; "
+          f"(truth {args.a}, {args.b}), converged={bool(fit_info.solver.converged)}; "
           f"attempts for a 50% population ASR: {int(budget)}")
     print(markdown_table(["N", "truth", "anchored", "95% interval"],
                          [[int(n), t, e, f"[{lo:.3f}, {hi:.3f}]"] for n, t, e, lo, hi in

@@ -154,18 +154,18 @@ def test_mle_recovers_parameters(x64, zero_inflated):
     if zero_inflated:
         theta = theta * (rng.random(num_prompts) >= pi0)
     c = rng.binomial(trials, theta)
-    fit = risk.fit_beta_binomial(c, trials, zero_inflated=zero_inflated)
-    assert bool(fit.converged) and not bool(fit.nonfinite)
+    fit, info = risk.fit_beta_binomial(c, trials, zero_inflated=zero_inflated)
+    assert bool(info.solver.converged) and not bool(info.nonfinite)
     estimate, se = _observed_se(c, trials, fit, zero_inflated)
-    assert abs(float(fit.log_likelihood) - _log_likelihood(estimate, c, trials)) < 1e-6
+    assert abs(float(info.log_likelihood) - _log_likelihood(estimate, c, trials)) < 1e-6
     truth = [math.log(alpha / beta), math.log(alpha + beta)]
     if zero_inflated:
         truth.append(math.log(pi0 / (1 - pi0)))
     assert np.all(np.abs(estimate - np.asarray(truth)) < Z * se), (estimate, truth, se)
     if not zero_inflated:
         # the zero-inflated model with π₀ → 0 reduces to this fit
-        fit_zi = risk.fit_beta_binomial(c, trials, zero_inflated=True)
-        assert float(fit_zi.log_likelihood) >= float(fit.log_likelihood) - 1e-6
+        _, info_zi = risk.fit_beta_binomial(c, trials, zero_inflated=True)
+        assert float(info_zi.log_likelihood) >= float(info.log_likelihood) - 1e-6
 
 
 def test_budget_is_the_least_sufficient_n(x64):

@@ -64,7 +64,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     with jax.enable_x64(True):
         theta = rng.beta(0.2, 8.0, 300)
         successes = rng.binomial(trials, theta).astype(np.float64)
-        fit = risk.fit_beta_binomial(successes, float(trials))
+        fit, _ = risk.fit_beta_binomial(successes, float(trials))
         saber = np.asarray(risk.asr_anchored(jnp.asarray(_NS, jnp.float64), successes,
                                              float(trials), fit.alpha, fit.beta, fit.pi0))
         bon = []

@@ -24,6 +24,8 @@ from jaxsample.risk.best_of_n import tail_tension as tail_tension
 from jaxsample.risk.saber import UNREACHABLE as UNREACHABLE
 from jaxsample.risk.saber import ASRInterval as ASRInterval
 from jaxsample.risk.saber import BetaBinomialFit as BetaBinomialFit
+from jaxsample.risk.saber import SABERFitInfo as SABERFitInfo
+from jaxsample.risk.saber import SABERIntervalInfo as SABERIntervalInfo
 from jaxsample.risk.saber import asr_anchored as asr_anchored
 from jaxsample.risk.saber import asr_at_n as asr_at_n
 from jaxsample.risk.saber import asr_conditional as asr_conditional
@@ -38,6 +40,8 @@ __all__ = [
     "UNREACHABLE",
     "ASRInterval",
     "BetaBinomialFit",
+    "SABERFitInfo",
+    "SABERIntervalInfo",
     "BoNInfo",
     "Empirical",
     "Gumbel",

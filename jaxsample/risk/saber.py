@@ -43,6 +43,7 @@ import numpy as np
 import optax
 
 from jaxsample._checks import check_array, check_choice, check_int, check_key, is_concrete
+from jaxsample._solver import SolverStats
 from jaxsample.kernels import betabinomial as bb
 from jaxsample.kernels.roots import bisect
 
@@ -50,6 +51,8 @@ __all__ = [
     "UNREACHABLE",
     "ASRInterval",
     "BetaBinomialFit",
+    "SABERFitInfo",
+    "SABERIntervalInfo",
     "asr_anchored",
     "asr_at_n",
     "asr_conditional",
@@ -66,25 +69,32 @@ particular whenever ``τ >= 1 − π₀``, which no budget reaches)."""
 
 
 class BetaBinomialFit(NamedTuple):
-    """A (zero-inflated) beta-binomial maximum-likelihood fit.
+    """The parameters of a (zero-inflated) beta-binomial maximum-likelihood fit.
 
     Attributes:
         alpha: α of the Beta law of per-prompt success probabilities.
         beta: β.
         pi0: fraction of unbreakable prompts (0 unless fitted with ``zero_inflated=True``).
-        log_likelihood: ``Σ_i log P(c_i; n_i, α, β, π₀)`` at the fit (binomial coefficients
-            included).
-        converged: the gradient met the tolerance within ``max_iterations``.
-        num_iterations: solver iterations taken (int32).
-        nonfinite: any parameter or the log-likelihood is not finite.
     """
 
     alpha: jax.Array
     beta: jax.Array
     pi0: jax.Array
+
+
+class SABERFitInfo(NamedTuple):
+    """How a beta-binomial fit ended.
+
+    Attributes:
+        log_likelihood: ``Σ_i log P(c_i; n_i, α, β, π₀)`` at the fit (binomial coefficients
+            included).
+        solver: :class:`~jaxsample.SolverStats` of L-BFGS (``successful`` when the gradient met
+            the tolerance within ``max_iterations``).
+        nonfinite: any parameter or the log-likelihood is not finite.
+    """
+
     log_likelihood: jax.Array
-    converged: jax.Array
-    num_iterations: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
@@ -95,16 +105,26 @@ class ASRInterval(NamedTuple):
         estimate: the estimate from the fit to all prompts (shape of ``n``).
         lower: the ``(1 − level)/2`` quantile of the bootstrap replicates.
         upper: the ``(1 + level)/2`` quantile.
-        fit: the :class:`BetaBinomialFit` to all prompts.
-        converged: fraction of bootstrap fits that converged.
-        nonfinite: any estimate or replicate is not finite.
     """
 
     estimate: jax.Array
     lower: jax.Array
     upper: jax.Array
+
+
+class SABERIntervalInfo(NamedTuple):
+    """What :func:`bootstrap_asr` reports besides the interval.
+
+    Attributes:
+        fit: the :class:`BetaBinomialFit` to all prompts.
+        solver: :class:`~jaxsample.SolverStats` of that fit.
+        converged_fraction: fraction of bootstrap fits that converged.
+        nonfinite: the fit, an estimate or a replicate is not finite.
+    """
+
     fit: BetaBinomialFit
-    converged: jax.Array
+    solver: SolverStats
+    converged_fraction: jax.Array
     nonfinite: jax.Array
 
 
@@ -537,10 +557,11 @@ def _solve(objective, start, log_choose, num_prompts, zero_inflated, max_iterati
     # the mean per prompt, times m, plus the binomial coefficients (data only)
     log_likelihood = log_choose - num_prompts * objective(params)
     finite = jnp.isfinite(jnp.stack([alpha, beta, pi0, log_likelihood]))
-    return BetaBinomialFit(
-        alpha=alpha, beta=beta, pi0=pi0, log_likelihood=log_likelihood,
-        converged=gradient_norm(state) <= tolerance, num_iterations=count,
-        nonfinite=~jnp.all(finite))
+    nonfinite = ~jnp.all(finite)
+    stats = SolverStats.of(count, converged=gradient_norm(state) <= tolerance,
+                           nonfinite=nonfinite)
+    return (BetaBinomialFit(alpha=alpha, beta=beta, pi0=pi0),
+            SABERFitInfo(log_likelihood=log_likelihood, solver=stats, nonfinite=nonfinite))
 
 
 def _fit_statistics(statistics, *, zero_inflated, max_iterations, tolerance):
@@ -606,7 +627,8 @@ def _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance
 
 def fit_beta_binomial(successes, trials, *, zero_inflated: bool = False,
                       max_iterations: int = 100, tolerance: float | None = None,
-                      max_trials: int | None = None) -> BetaBinomialFit:
+                      max_trials: int | None = None
+                      ) -> tuple[BetaBinomialFit, SABERFitInfo]:
     r"""Beta-binomial maximum likelihood for per-prompt success counts.
 
     Maximises :math:`ℓ(α, β) = Σ_i \log\binom{n_i}{c_i} + \log B(c_i + α, n_i − c_i + β) −
@@ -643,14 +665,14 @@ def fit_beta_binomial(successes, trials, *, zero_inflated: bool = False,
             only when ``trials`` is traced).
 
     Returns:
-        A :class:`BetaBinomialFit`.
+        ``(BetaBinomialFit, SABERFitInfo)``.
 
     Example:
         >>> import numpy as np
         >>> c = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16,
         ...               19, 20])  # successes of 24 prompts in 20 attempts each
-        >>> fit = fit_beta_binomial(c, 20)
-        >>> bool(fit.converged), round(float(fit.alpha), 2), round(float(fit.beta), 2)
+        >>> fit, info = fit_beta_binomial(c, 20)
+        >>> bool(info.solver.converged), round(float(fit.alpha), 2), round(float(fit.beta), 2)
         (True, 0.37, 0.88)
     """
     successes, trials = _check_counts(successes, trials)
@@ -672,7 +694,8 @@ def _bootstrap_fits(key, successes, trials, *, num_resamples, **settings):
 
 def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated: bool = False,
                    max_iterations: int = 100, tolerance: float | None = None,
-                   max_trials: int | None = None) -> BetaBinomialFit:
+                   max_trials: int | None = None
+                   ) -> tuple[BetaBinomialFit, SABERFitInfo]:
     """Fits to ``num_resamples`` bootstrap resamples of the prompts, as one ``vmap``.
 
     Each resample draws ``m`` prompts with replacement (their ``(c_i, n_i)`` pairs).
@@ -684,14 +707,14 @@ def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated:
         num_resamples: number of resamples ``B``.
 
     Returns:
-        A :class:`BetaBinomialFit` whose fields have leading axis ``B``.
+        ``(BetaBinomialFit, SABERFitInfo)`` whose fields have leading axis ``B``.
 
     Example:
         >>> import jax, numpy as np
         >>> c = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16,
         ...               19, 20])
-        >>> fits = bootstrap_fits(jax.random.key(0), c, 20, num_resamples=4)
-        >>> fits.alpha.shape, bool(fits.converged.all())
+        >>> fits, infos = bootstrap_fits(jax.random.key(0), c, 20, num_resamples=4)
+        >>> fits.alpha.shape, bool(infos.solver.converged.all())
         ((4,), True)
     """
     key = check_key("key", key)
@@ -714,7 +737,8 @@ def _estimate(estimator, n, successes, trials, fit):
 
 
 @functools.partial(jax.jit, static_argnames=("estimator", "num_resamples"))
-def _interval(key, n, successes, trials, level, full, fits, *, estimator, num_resamples):
+def _interval(key, n, successes, trials, level, full, full_info, fits, fit_infos, *, estimator,
+              num_resamples):
     with jax.named_scope("bootstrap_asr"):
         dtype = successes.dtype
         estimate = _estimate(estimator, n, successes, trials, full)
@@ -723,16 +747,19 @@ def _interval(key, n, successes, trials, level, full, fits, *, estimator, num_re
             c, t, fits)
         quantiles = jnp.quantile(values, jnp.stack([(1 - level) / 2, (1 + level) / 2]), axis=0)
         nonfinite = ~(jnp.all(jnp.isfinite(values)) & jnp.all(jnp.isfinite(estimate))) | (
-            full.nonfinite)
-        return ASRInterval(estimate=estimate, lower=quantiles[0], upper=quantiles[1], fit=full,
-                           converged=jnp.mean(fits.converged.astype(dtype)),
-                           nonfinite=nonfinite)
+            full_info.nonfinite)
+        interval = ASRInterval(estimate=estimate, lower=quantiles[0], upper=quantiles[1])
+        return interval, SABERIntervalInfo(
+            fit=full, solver=full_info.solver,
+            converged_fraction=jnp.mean(fit_infos.solver.converged.astype(dtype)),
+            nonfinite=nonfinite)
 
 
 def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
                   num_resamples: int = 1000, level=0.95, zero_inflated: bool = False,
                   max_iterations: int = 100, tolerance: float | None = None,
-                  max_trials: int | None = None) -> ASRInterval:
+                  max_trials: int | None = None
+                  ) -> tuple[ASRInterval, SABERIntervalInfo]:
     """A percentile-bootstrap interval of an ASR@N estimate (prompts resampled, model refitted).
 
     Each replicate resamples the prompts, refits the model (:func:`bootstrap_fits` with the same
@@ -750,13 +777,13 @@ def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
         zero_inflated, max_iterations, tolerance, max_trials: as in :func:`fit_beta_binomial`.
 
     Returns:
-        An :class:`ASRInterval`.
+        ``(ASRInterval, SABERIntervalInfo)``.
 
     Example:
         >>> import jax, numpy as np
         >>> c = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16,
         ...               19, 20])
-        >>> out = bootstrap_asr(jax.random.key(0), 100, c, 20, num_resamples=4)
+        >>> out, info = bootstrap_asr(jax.random.key(0), 100, c, 20, num_resamples=4)
         >>> bool(out.lower <= out.estimate <= out.upper)
         True
     """
@@ -771,8 +798,10 @@ def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
     num_resamples = check_int("num_resamples", num_resamples, 1)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
-    full = _fit_jit(successes, trials, **settings)
-    fits = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples, **settings)
+    full, full_info = _fit_jit(successes, trials, **settings)
+    fits, fit_infos = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
+                                      **settings)
     dtype = successes.dtype
-    return _interval(key, n.astype(dtype), successes, trials, level.astype(dtype), full, fits,
-                     estimator=estimator, num_resamples=num_resamples)
+    return _interval(key, n.astype(dtype), successes, trials, level.astype(dtype), full,
+                     full_info, fits, fit_infos, estimator=estimator,
+                     num_resamples=num_resamples)

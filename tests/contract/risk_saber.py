@@ -40,7 +40,6 @@ ENTRIES = [
         name="risk.saber",
         module="jaxsample.risk.saber",
         build=_fit,
-        info=lambda fit: fit,
         hyper=_closed_form,
         hyper_values=(0.0, 0.2),
         exact_ints=False,
@@ -56,8 +55,8 @@ ENTRIES = [
             BadInput(lambda: risk.bootstrap_fits(None, _SUCCESSES, 20, num_resamples=2),
                      TypeError, "key"),
         ),
-        note="fit_beta_binomial(successes, trials) -> BetaBinomialFit, deterministic (the key "
-             "is unused; tests/test_saber.py checks bootstrap_fits' vmap). Fits stop at a "
+        note="fit_beta_binomial(successes, trials) -> (BetaBinomialFit, SABERFitInfo), "
+             "deterministic (the key is unused; tests/test_saber.py checks bootstrap_fits' vmap). Fits stop at a "
              "gradient tolerance, so jit and eager agree to the solver's precision (rtol 1e-2 "
              "in float32) and iteration counts may differ (integers not compared). The "
              "hyper-parameter is π₀ of the closed form asr_at_n, traced",
