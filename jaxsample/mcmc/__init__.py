@@ -13,7 +13,7 @@ from jaxsample.mcmc.stopping import StopInfo as StopInfo
 from jaxsample.mcmc.stopping import StoppingNet as StoppingNet
 from jaxsample.mcmc.stopping import StopState as StopState
 from jaxsample.mcmc.stopping import StopStepInfo as StopStepInfo
-from jaxsample.mcmc.stopping import TrainInfo as TrainInfo
+from jaxsample.mcmc.stopping import StoppingTrainInfo as StoppingTrainInfo
 from jaxsample.mcmc.stopping import adaptive_stop as adaptive_stop
 from jaxsample.mcmc.stopping import optimal_stop_tabular as optimal_stop_tabular
 from jaxsample.mcmc.stopping import poisson_td_loss as poisson_td_loss
@@ -33,7 +33,7 @@ __all__ = [
     "StoppingNet",
     "TemperingInfo",
     "TemperingState",
-    "TrainInfo",
+    "StoppingTrainInfo",
     "adaptive_stop",
     "mala",
     "optimal_stop_tabular",

@@ -54,7 +54,7 @@ __all__ = [
     "StopState",
     "StopStepInfo",
     "StoppingNet",
-    "TrainInfo",
+    "StoppingTrainInfo",
     "adaptive_stop",
     "optimal_stop_tabular",
     "poisson_td_loss",
@@ -410,7 +410,7 @@ class StoppingNet(eqx.Module):
         return jax.nn.sigmoid(-self.log_flow(x))
 
 
-class TrainInfo(NamedTuple):
+class StoppingTrainInfo(NamedTuple):
     """``losses (num_steps,)`` of the training objective; ``nonfinite``: a loss went NaN/inf."""
 
     losses: jax.Array
@@ -481,7 +481,7 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
                    pool_steps: int = 50, batch_size: int = 256, learning_rate: float = 1e-2,
                    optimizer: optax.GradientTransformation | None = None,
                    flow_penalty: float = 1e-2, log_z: float = 0.0, width: int = 64,
-                   depth: int = 2, baseline: bool = True) -> tuple[StoppingNet, TrainInfo]:
+                   depth: int = 2, baseline: bool = True) -> tuple[StoppingNet, StoppingTrainInfo]:
     r"""Fit a stopping classifier ``σ_θ`` by the Poisson/TD loss over a π-reversible base kernel.
 
     (The paper's exact losses and multilevel scheme are not reproduced; this is the Poisson form
@@ -517,7 +517,7 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
             the relative residual's gradient vanishes on the way.
 
     Returns:
-        ``(StoppingNet, TrainInfo)``; pass the net as ``stop_prob_fn`` to :func:`adaptive_stop`.
+        ``(StoppingNet, StoppingTrainInfo)``; pass the net as ``stop_prob_fn`` to :func:`adaptive_stop`.
 
     Example (``p₀ = N(0, 25 I)`` against ``π = N(0, I)``: ``p₀/π`` reaches ``e^{96}`` at
     ``(10, 10)``, past float32's range, yet the loss stays finite):
@@ -632,4 +632,4 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
 
         (params, _), losses = jax.lax.scan(body, (params, optimizer.init(params)),
                                            jax.random.split(key, num_steps))
-        return eqx.combine(params, static), TrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
+        return eqx.combine(params, static), StoppingTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))

@@ -13,7 +13,7 @@ from jaxsample.risk.best_of_n import Empirical as Empirical
 from jaxsample.risk.best_of_n import Gumbel as Gumbel
 from jaxsample.risk.best_of_n import Normal as Normal
 from jaxsample.risk.best_of_n import RewardLaw as RewardLaw
-from jaxsample.risk.best_of_n import SimulationInfo as SimulationInfo
+from jaxsample.risk.best_of_n import BoNSimulationInfo as BoNSimulationInfo
 from jaxsample.risk.best_of_n import TailRegime as TailRegime
 from jaxsample.risk.best_of_n import TailTension as TailTension
 from jaxsample.risk.best_of_n import bon_accuracy as bon_accuracy
@@ -47,7 +47,7 @@ __all__ = [
     "Gumbel",
     "Normal",
     "RewardLaw",
-    "SimulationInfo",
+    "BoNSimulationInfo",
     "TailRegime",
     "TailTension",
     "bon_accuracy",

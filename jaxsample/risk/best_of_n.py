@@ -61,7 +61,7 @@ __all__ = [
     "Gumbel",
     "Normal",
     "RewardLaw",
-    "SimulationInfo",
+    "BoNSimulationInfo",
     "TailRegime",
     "TailTension",
     "bon_accuracy",
@@ -85,7 +85,7 @@ class BoNInfo(NamedTuple):
     nonfinite: jax.Array
 
 
-class SimulationInfo(NamedTuple):
+class BoNSimulationInfo(NamedTuple):
     """Monte Carlo error of :func:`bon_simulate`.
 
     Attributes:
@@ -427,11 +427,11 @@ def _bon_simulate(key, n, p, correct, incorrect, *, num_trials, method, n_static
         dtype = p.dtype
         accuracy = jnp.sum(wins).astype(dtype) / num_trials
         se = jnp.sqrt(accuracy * (1 - accuracy) / num_trials)
-        return accuracy, SimulationInfo(standard_error=se, nonfinite=jnp.any(bad))
+        return accuracy, BoNSimulationInfo(standard_error=se, nonfinite=jnp.any(bad))
 
 
 def bon_simulate(key, n, p_correct, correct: RewardLaw, incorrect: RewardLaw, *,
-                 num_trials: int, method: str = "maxima") -> tuple[jax.Array, SimulationInfo]:
+                 num_trials: int, method: str = "maxima") -> tuple[jax.Array, BoNSimulationInfo]:
     """Monte Carlo Best-of-N accuracy.
 
     ``method="maxima"`` (any ``N``, cost independent of ``N``): per trial the number of correct
@@ -449,7 +449,7 @@ def bon_simulate(key, n, p_correct, correct: RewardLaw, incorrect: RewardLaw, *,
         method: ``"maxima"`` or ``"direct"``.
 
     Returns:
-        ``(accuracy, info)`` with a :class:`SimulationInfo` (its standard error).
+        ``(accuracy, info)`` with a :class:`BoNSimulationInfo` (its standard error).
 
     Example:
         >>> import jax

@@ -49,7 +49,7 @@ ENTRIES = [
                      ValueError, "labels"),
         ),
         note="bon_simulate(key, n, p, correct, incorrect, *, num_trials) -> (accuracy, "
-             "SimulationInfo); the hyper-parameter p_correct is traced (bon_accuracy's float32/"
+             "BoNSimulationInfo); the hyper-parameter p_correct is traced (bon_accuracy's float32/"
              "float64 agreement and quadrature accuracy are tested in tests/test_best_of_n.py)",
     ),
 ]
