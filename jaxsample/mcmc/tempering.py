@@ -109,7 +109,8 @@ def build_kernel() -> Callable:
             # rung k takes k+1's replica when pair (k, k+1) swaps, and k-1's when (k-1, k) does
             up = jnp.concatenate([swap, jnp.zeros((1,), bool)])
             down = jnp.concatenate([jnp.zeros((1,), bool), swap])
-            index = jnp.arange(num_rungs, dtype=jnp.int32) + up.astype(jnp.int32) - down.astype(jnp.int32)
+            index = (jnp.arange(num_rungs, dtype=jnp.int32) + up.astype(jnp.int32)
+                     - down.astype(jnp.int32))
             new = TemperingState(_pytree.unravel(move.position[index], structure),
                                  move.logdensity[index],
                                  _pytree.unravel(move.drift[index], structure))
