@@ -59,10 +59,9 @@ from jaxsample.core import SamplingAlgorithm, Step
 from jaxsample.kernels.interactions import (
     antithetic_normal,
     knn_smoothed_kde_score,
-    retract,
     smoothed_kde_score,
-    tangent_project,
 )
+from jaxsample.kernels.stiefel import retract, tangent_project
 
 __all__ = [
     "MMSOLDInfo",
