@@ -40,7 +40,7 @@ import numpy as np
 from harness import BenchTable, Row
 
 from jaxsample.demo.leverage import imbalanced_clusters, k_center_greedy
-from jaxsample.subset import leverage_select, vendi_score
+from jaxsample.subset import leverage_sample, leverage_select, vendi_score
 
 RIDGE = 1e-3
 
@@ -186,8 +186,7 @@ def _selection_rows(case, x, labels, k, batch, key, probe_budget, facility, num_
     facts["lev_batched"] = (seconds, rows[-1].metrics["Vendi"])
 
     seconds, (indices, _) = _timed(
-        lambda a, key: leverage_select(a, k, ridge=RIDGE, mode="sample", key=key,
-                                       normalize=True), x_dev, key)
+        lambda a, key: leverage_sample(key, a, k, ridge=RIDGE, normalize=True), x_dev, key)
     rows.append(Row(case, "Lev sampled (global)",
                     _metrics(x, unit, labels, indices, num_clusters), seconds))
 

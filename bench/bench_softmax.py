@@ -34,7 +34,7 @@ from harness import BenchTable, Row, time_fn
 
 from jaxsample import softmax
 from jaxsample.demo.softmax import clustered_embeddings
-from jaxsample.kernels import softmax as ks
+from jaxsample.kernels.kmeans import kmeans
 from jaxsample.softmax import baselines
 
 TAU = 1.0
@@ -111,8 +111,8 @@ def sampling_table(n, d, k0, num_time, num_eval, variants, gumbel_many, draw_cou
                  "is the speed-up over jax.random.categorical (Gumbel-max) where it was timed")
     notes.append(f"index: k-means K0={k0} (k-means++ seeding, 10 Lloyd iterations, "
                  f"{build_seconds:.0f} s incl. compilation, converged: "
-                 f"{bool(base.info.solver.converged)}), then split to recommended_sizes(N, S)'s cap "
-                 f"for each S timed ({', '.join(map(str, draw_counts))} draws per query)")
+                 f"{bool(base.info.solver.converged)}), then split to recommended_sizes(N, S)'s "
+                 f"cap for each S timed ({', '.join(map(str, draw_counts))} draws per query)")
     return rows, notes, speedups, quality
 
 
@@ -144,7 +144,7 @@ def kmeans_table(n, d, k, iterations, bound, sklearn_iterations, minibatch=True)
     case = f"N={n:.0e}, d={d}, K={k}"
     # compile once (max_iterations is traced), then time 1 and 1 + iterations Lloyd steps: the
     # difference is the cost of the iterations alone, seeding excluded
-    run = lambda t: jax.block_until_ready(ks.kmeans(key, points, k, t, 0.0, chunk_size=256))
+    run = lambda t: jax.block_until_ready(kmeans(key, points, k, t, 0.0, chunk_size=256))
     run(1)
 
     def seconds(t):
@@ -162,8 +162,8 @@ def kmeans_table(n, d, k, iterations, bound, sklearn_iterations, minibatch=True)
     rows = [ours]
     if minibatch:
         t0 = time.perf_counter()
-        mini = jax.block_until_ready(ks.kmeans(key, points, k, 50, 0.0, batch_size=16384,
-                                               chunk_size=256))
+        mini = jax.block_until_ready(kmeans(key, points, k, 50, 0.0, batch_size=16384,
+                                            chunk_size=256))
         rows.append(Row(case + ", whole run", "jaxsample mini-batch (16384 points x 50 steps)",
                         {"objective": float(mini.objective)}, time.perf_counter() - t0))
     notes = [f"time column: seconds per Lloyd iteration (mini-batch: the whole run, compilation "
@@ -178,8 +178,8 @@ def kmeans_table(n, d, k, iterations, bound, sklearn_iterations, minibatch=True)
         notes.append("scikit-learn not installed (bench extra): its KMeans row skipped")
         return rows, notes
     if sklearn_iterations:
-        seeds = np.asarray(ks.kmeans(key, points, k, 1, 0.0, init="random",
-                                     chunk_size=256).centres)
+        seeds = np.asarray(kmeans(key, points, k, 1, 0.0, init="random",
+                                  chunk_size=256).centres)
         t0 = time.perf_counter()
         KMeans(k, init=seeds, n_init=1, max_iter=sklearn_iterations, tol=0.0,
                algorithm="lloyd").fit(np.asarray(points))

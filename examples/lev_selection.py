@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from jaxsample.demo.leverage import imbalanced_clusters, k_center_greedy, random_fourier_features
-from jaxsample.subset import leverage_select, vendi_score
+from jaxsample.subset import leverage_sample, leverage_select, vendi_score
 
 
 def main(argv=None):
@@ -47,8 +47,8 @@ def main(argv=None):
     unit = features / np.linalg.norm(features, axis=1, keepdims=True)
     picks = {
         "Lev greedy": leverage_select(features, args.k, ridge=args.ridge, normalize=True)[0],
-        "Lev sampled": leverage_select(features, args.k, ridge=args.ridge, mode="sample",
-                                       key=key_sample, normalize=True)[0],
+        "Lev sampled": leverage_sample(key_sample, features, args.k, ridge=args.ridge,
+                                       normalize=True)[0],
         "k-center": k_center_greedy(unit, args.k),
         "random": np.random.default_rng(args.seed).permutation(args.num_points)[: args.k],
     }

@@ -25,7 +25,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-__all__ = ["RESULTS", "SolverStats", "batched", "from_lineax", "from_optimistix", "select", "sequential"]
+__all__ = ["RESULTS", "SolverStats", "batched", "from_lineax", "from_optimistix", "select",
+           "sequential"]
 
 
 class RESULTS(eqx.Enumeration):

@@ -13,7 +13,7 @@ import scipy.linalg
 from scipy import stats
 
 from jaxsample.sharding import particle_mesh
-from jaxsample.subset import leverage_select, leverage_select_sharded, vendi_score
+from jaxsample.subset import leverage_sample, leverage_select, leverage_select_sharded, vendi_score
 
 N, D, K = 24, 7, 7
 
@@ -113,9 +113,9 @@ def test_sampled_first_two_picks_follow_the_leverage_law(x64):
         second[i] = 0
         expected[i] = first[i] / first.sum() * second / second.sum()
     keys = jax.random.split(jax.random.key(7), 20_000)
-    draws = jax.vmap(lambda key: leverage_select(jnp.asarray(x), 2, ridge=ridge, mode="sample",
-                                                 key=key, quality=jnp.asarray(quality))[0])(keys)
-    single, info = leverage_select(jnp.asarray(x), 2, ridge=ridge, mode="sample", key=keys[1],
+    draws = jax.vmap(lambda key: leverage_sample(key, jnp.asarray(x), 2, ridge=ridge,
+                                                 quality=jnp.asarray(quality))[0])(keys)
+    single, info = leverage_sample(keys[1], jnp.asarray(x), 2, ridge=ridge,
                                    quality=jnp.asarray(quality))
     draws = np.asarray(draws)
     assert single.tolist() == draws[1].tolist() and info.gains.dtype == jnp.float64  # vmap = call
@@ -136,8 +136,7 @@ def test_nonfinite_rows_under_jit_are_flagged_and_never_repeat():
 def test_memory_at_a_million_rows_of_256():
     """10⁶ × 256 float32 (1 GB): besides the input, O(n + d²) working memory, no (n, d) copy."""
     x = jax.ShapeDtypeStruct((1_000_000, 256), jnp.float32)
-    fn = jax.jit(lambda rows: leverage_select(rows, 2048, normalize=True, mode="sample",
-                                              key=jax.random.key(0)))
+    fn = jax.jit(lambda rows: leverage_sample(jax.random.key(0), rows, 2048, normalize=True))
     temp = fn.lower(x).compile().memory_analysis().temp_size_in_bytes
     assert temp < 1_000_000 * 256 * 4 / 16, temp
 

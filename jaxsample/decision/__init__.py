@@ -4,9 +4,9 @@ Methods land here as modules, each re-exported below.
 """
 
 from jaxsample.decision.baselines import run_ucbvi as run_ucbvi
-from jaxsample.decision.bo import BOState as BOState
 from jaxsample.decision.bo import BOFitInfo as BOFitInfo
 from jaxsample.decision.bo import BORunInfo as BORunInfo
+from jaxsample.decision.bo import BOState as BOState
 from jaxsample.decision.bo import SphericalLinearBO as SphericalLinearBO
 from jaxsample.decision.bo import TrustRegion as TrustRegion
 from jaxsample.decision.dueling import DuelInfo as DuelInfo

@@ -14,8 +14,8 @@ rule, and no ``1/ε`` in its round-off floor); the sinc rule is kept as ``rule="
   ``b``-bit dithered answers); :func:`transform_noise` is the same map applied to given noise.
 - :func:`smoothed_score_oracle`: ``s_τ`` for a dense or matrix-free precision, in forms that keep
   the resolvent accurate; the matrix-free one solves with lineax's conjugate gradients and reports
-  the solver's iterations and convergence (:class:`~jaxsample.SolverStats`), which :class:`GaussianInfo`
-  carries.
+  the solver's iterations and convergence (:class:`~jaxsample.SolverStats`), which
+  :class:`GaussianInfo` carries.
 """
 
 from __future__ import annotations

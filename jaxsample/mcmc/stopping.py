@@ -517,7 +517,8 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
             the relative residual's gradient vanishes on the way.
 
     Returns:
-        ``(StoppingNet, StoppingTrainInfo)``; pass the net as ``stop_prob_fn`` to :func:`adaptive_stop`.
+        ``(StoppingNet, StoppingTrainInfo)``; pass the net as ``stop_prob_fn`` to
+        :func:`adaptive_stop`.
 
     Example (``p₀ = N(0, 25 I)`` against ``π = N(0, I)``: ``p₀/π`` reaches ``e^{96}`` at
     ``(10, 10)``, past float32's range, yet the loss stays finite):
@@ -632,4 +633,5 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
 
         (params, _), losses = jax.lax.scan(body, (params, optimizer.init(params)),
                                            jax.random.split(key, num_steps))
-        return eqx.combine(params, static), StoppingTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
+        info = StoppingTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
+        return eqx.combine(params, static), info

@@ -20,13 +20,14 @@ from jaxsample.subset.coverage import sparse_incidence as sparse_incidence
 from jaxsample.subset.coverage import stable_max_coverage as stable_max_coverage
 from jaxsample.subset.leverage import LeverageInfo as LeverageInfo
 from jaxsample.subset.leverage import ShardedLeverageInfo as ShardedLeverageInfo
+from jaxsample.subset.leverage import leverage_sample as leverage_sample
 from jaxsample.subset.leverage import leverage_select as leverage_select
 from jaxsample.subset.leverage import leverage_select_sharded as leverage_select_sharded
 from jaxsample.subset.leverage import vendi_score as vendi_score
 
 __all__: list[str] = []
-__all__ += ["leverage", "LeverageInfo", "ShardedLeverageInfo", "leverage_select",
-            "leverage_select_sharded", "vendi_score"]
+__all__ += ["leverage", "LeverageInfo", "ShardedLeverageInfo", "leverage_sample",
+            "leverage_select", "leverage_select_sharded", "vendi_score"]
 __all__ += ["coverage", "CoverageFitInfo", "CoverageInfo", "CoverageRelaxationInfo", "GreedyInfo",
             "PaddedIncidence", "conditional_poisson", "correlated_k_subset", "fit_weights",
             "greedy_max_coverage", "inclusion_probabilities", "max_coverage_relaxation",

@@ -54,15 +54,14 @@ from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.pairwise import sq_norms
 
 __all__ = [
-    "MODES",
     "LeverageInfo",
     "ShardedLeverageInfo",
+    "leverage_sample",
     "leverage_select",
     "leverage_select_sharded",
     "vendi_score",
 ]
 
-MODES = ("greedy", "sample")
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
@@ -166,20 +165,18 @@ def leverage_select(
     k: int,
     *,
     ridge=1e-3,
-    mode: str = "greedy",
-    key=None,
     quality=None,
     chunk_size: int | None = None,
     normalize: bool = False,
     tie_rtol: float | None = None,
 ) -> tuple[jax.Array, LeverageInfo]:
-    """Selects ``k`` diverse rows by ridge leverage: greedy volume maximisation or sampling.
+    """Selects ``k`` diverse rows by ridge leverage: greedy volume maximisation.
 
-    ``mode="greedy"`` picks ``j_t = argmax_{i∉S} s_i`` at every step, the greedy maximiser of
+    Picks ``j_t = argmax_{i∉S} s_i`` at every step, the greedy maximiser of
     ``f(S) = log det(λI + X_SᵀX_S)`` (within ``1 − 1/e`` of the best ``k``-subset of
-    ``f − d log λ``). ``mode="sample"`` (adaptive leverage sampling) draws each pick with
-    probability ``∝ s_i`` over the unselected rows instead (needs ``key``); it is not an exact
-    DPP sampler. Either way the ``n`` scores are updated by one rank-one step per pick, one pass
+    ``f − d log λ``). :func:`leverage_sample` (adaptive leverage sampling) draws each pick with
+    probability ``∝ s_i`` over the unselected rows instead; it is not an exact DPP sampler.
+    Either way the ``n`` scores are updated by one rank-one step per pick, one pass
     over ``embeddings`` (:mod:`jaxsample.kernels.leverage`), and ``info.log_det`` is the
     telescoped ``f(S)``.
 
@@ -211,8 +208,6 @@ def leverage_select(
         k: number of rows to select, ``1 <= k <= n`` (static).
         ridge: ``λ > 0``, a traced hyper-parameter (``vmap`` over it, or change it, without
             recompiling).
-        mode: ``"greedy"`` or ``"sample"``.
-        key: PRNG key, required for ``mode="sample"`` (ignored by greedy).
         quality: optional ``(n,)`` non-negative weights (see above).
         chunk_size: rows of ``embeddings`` per block of each pass over them (the per-pick
             matrix–vector product and the norms); ``None`` makes one pass over all rows. The
@@ -227,8 +222,7 @@ def leverage_select(
 
     Raises:
         TypeError, ValueError: naming the argument: ``k`` outside ``[1, n]``, non-finite
-            ``embeddings``, ``ridge <= 0``, negative ``quality``, ``mode="sample"`` without
-            ``key``.
+            ``embeddings``, ``ridge <= 0``, negative ``quality``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -242,15 +236,48 @@ def leverage_select(
     x, ridge, quality, tie_rtol, chunk_size = _check_common(embeddings, ridge, quality,
                                                             normalize, tie_rtol, chunk_size)
     k = check_int("k", k, 1, x.shape[0])
-    mode = check_choice("mode", mode, MODES)
-    if mode == "sample":
-        if key is None:
-            raise ValueError("key is required for mode='sample' (pass key=jax.random.key(seed))")
-        key = check_key("key", key)
-    else:
-        key = None
-    return _select_jit(x, ridge, key, quality, k=k, mode=mode, normalize=normalize,
+    return _select_jit(x, ridge, None, quality, k=k, mode="greedy", normalize=normalize,
                        tie_rtol=tie_rtol, chunk_size=chunk_size)
+
+
+def leverage_sample(
+    key: jax.Array,
+    embeddings,
+    k: int,
+    *,
+    ridge=1e-3,
+    quality=None,
+    chunk_size: int | None = None,
+    normalize: bool = False,
+) -> tuple[jax.Array, LeverageInfo]:
+    """Draws ``k`` diverse rows by adaptive ridge-leverage sampling.
+
+    Each pick is drawn with probability ``∝ q_i s_i`` over the unselected rows (``s_i`` the ridge
+    leverage score given the picks so far, ``q`` the optional quality), then the scores take one
+    rank-one update, as in :func:`leverage_select` (which takes the arg max instead). It is not
+    an exact DPP sampler. ``info.log_det`` and ``info.gains`` are those of the drawn subset.
+
+    Args:
+        key: PRNG key.
+        embeddings, k, ridge, quality, chunk_size, normalize: as in :func:`leverage_select`.
+
+    Returns:
+        ``(indices, info)``: ``(k,)`` int32 distinct row indices in draw order, and a
+        :class:`LeverageInfo`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> x = jnp.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
+        >>> indices, info = leverage_sample(jax.random.key(0), x, 2)
+        >>> indices.shape, len(set(indices.tolist()))
+        ((2,), 2)
+    """
+    key = check_key("key", key)
+    x, ridge, quality, _, chunk_size = _check_common(embeddings, ridge, quality, normalize, None,
+                                                     chunk_size)
+    k = check_int("k", k, 1, x.shape[0])
+    return _select_jit(x, ridge, key, quality, k=k, mode="sample", normalize=normalize,
+                       tie_rtol=None, chunk_size=chunk_size)
 
 
 def _objective(log_det, quality, picks):

@@ -17,14 +17,14 @@ def _x(dtype):
 _QUALITY = np.linspace(0.5, 1.5, 12)
 
 
-def _greedy(dtype):
+def _sample(dtype):
     x, quality = _x(dtype), jnp.asarray(_QUALITY, dtype)
-    return lambda key: leverage.leverage_select(x, 4, key=key, quality=quality, normalize=True)
+    return lambda key: leverage.leverage_sample(key, x, 4, quality=quality, normalize=True)
 
 
-def _greedy_hyper(dtype):
+def _sample_hyper(dtype):
     x, quality = _x(dtype), jnp.asarray(_QUALITY, dtype)
-    return lambda key, h: leverage.leverage_select(x, 4, ridge=h, key=key, quality=quality,
+    return lambda key, h: leverage.leverage_sample(key, x, 4, ridge=h, quality=quality,
                                                    normalize=True)
 
 
@@ -40,10 +40,10 @@ _NAN[2, 1] = np.nan
 
 ENTRIES = [
     Entry(
-        name="subset.leverage/greedy",
+        name="subset.leverage/sample",
         module="jaxsample.subset.leverage",
-        build=_greedy,
-        hyper=_greedy_hyper,
+        build=_sample,
+        hyper=_sample_hyper,
         hyper_values=(1e-2, 1.0),
         bad_inputs=(
             BadInput(_call(k=13), ValueError, "k"),
@@ -54,8 +54,7 @@ ENTRIES = [
             BadInput(_call(ridge=-1.0), ValueError, "ridge"),
             BadInput(_call(quality=-jnp.ones(12)), ValueError, "quality"),
             BadInput(_call(quality=jnp.ones(11)), ValueError, "quality"),
-            BadInput(_call(mode="sample"), ValueError, "key"),
-            BadInput(_call(mode="dpp"), ValueError, "mode"),
+            BadInput(lambda: leverage.leverage_sample(None, _x(jnp.float32), 3), TypeError, "key"),
             BadInput(_call(chunk_size=0), ValueError, "chunk_size"),
             BadInput(_call(normalize=1), TypeError, "normalize"),
             BadInput(_call(mode="sample", key="seed"), TypeError, "key"),
