@@ -218,3 +218,25 @@ def test_svgd_refuses_a_start_where_the_density_is_nowhere_finite():
 
     with pytest.raises(ValueError, match=r"not finite at any initial point.*position\[0\]"):
         svgd(lambda x: jnp.where(x[0] > 10, 0.0, -jnp.inf), jnp.zeros((4, 2)), num_steps=2)
+
+
+def test_mmsold_flat_and_pytree_records_are_bitwise_equal():
+    # float32 only (dtypes are the flat path's, tested in the MM-SOLD suite); the naive smoothed
+    # Langevin baseline shares this code path (mmsold._algorithm)
+    from jaxsample.particles import mmsold, sample_kde
+
+    make, dtype = mmsold, jnp.float32
+    data = jax.random.normal(jax.random.key(6), (40, 3), dtype) * jnp.asarray(_SCALES, dtype)[None]
+    results = []
+    for _, to_tree, from_tree in _FORMS:
+        alg = make(to_tree(data), bandwidth=0.4, smoothing=0.1, step_size=1e-2,
+                   num_smoothing_samples=2)
+        start = sample_kde(jax.random.key(7), to_tree(data), 8, bandwidth=0.4)
+        state, trace = jaxsample.run(jax.random.key(8), alg, alg.init(start), 5,
+                                     transform=lambda s, i: (s.positions, i.cov_residual))
+        assert jax.tree.leaves(state.positions)[0].shape[0] == 8
+        results.append((from_tree(state.positions), state.coords, from_tree(trace[0]), trace[1]))
+    _assert_bitwise(results)
+    with pytest.raises(ValueError, match="structure, leaf shapes and dtypes of one record"):
+        make(_as_two_leaves(data), bandwidth=0.4, smoothing=0.1, step_size=1e-2).init(
+            {"a": jnp.zeros((8, 2), dtype), "b": jnp.zeros((8, 1), dtype)})

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
+from jaxsample import _pytree
 from jaxsample._checks import (
     check_array,
     check_choice,
@@ -53,6 +54,7 @@ from jaxsample._checks import (
     check_hyperparameter,
     check_int,
     check_key,
+    check_position,
     is_concrete,
 )
 from jaxsample.core import SamplingAlgorithm, Step
@@ -124,6 +126,7 @@ class MomentTargets(NamedTuple):
 
 
 def _check_data(data, name: str = "data") -> jax.Array:
+    """``(n, d)`` finite floating data (a pytree of ``(n, ...)`` leaves: :func:`_flat_data`)."""
     data = check_array(name, data, ndim=2, finite=True, min_rows=1)
     if data.shape[1] < 1:
         raise ValueError(f"{name} must have shape (n, d) with d >= 1, got shape {data.shape}")
@@ -154,7 +157,8 @@ def moment_targets(data, bandwidth) -> MomentTargets:
     Cholesky factor is not finite in the data's dtype (``sigma_g`` negligible next to the data).
 
     Args:
-        data: ``(n, d)`` training data.
+        data: ``(n, d)`` training data (a pytree of ``(n, ...)`` leaves: the moments of the
+            raveled records, the coordinates MM-SOLD runs in).
         bandwidth: KDE bandwidth ``sigma_g > 0`` (may be traced).
 
     Returns:
@@ -166,7 +170,7 @@ def moment_targets(data, bandwidth) -> MomentTargets:
         Array([[1.25, 0.  ],
                [0.  , 0.25]], dtype=float32)
     """
-    data = _check_data(data)
+    data, _ = _flat_data(data)
     return _checked_targets(data, check_hyperparameter("bandwidth", bandwidth))
 
 
@@ -193,7 +197,8 @@ def sample_kde(key: jax.Array, data, num_samples: int, *, bandwidth) -> jax.Arra
         bandwidth: ``sigma_g >= 0``.
 
     Returns:
-        ``(num_samples, d)`` in the data's dtype.
+        ``(num_samples, d)`` in the data's dtype (pytree data: its structure, a leading
+        ``num_samples`` axis on every leaf; the jitter is added to the raveled records).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -201,10 +206,11 @@ def sample_kde(key: jax.Array, data, num_samples: int, *, bandwidth) -> jax.Arra
         (5, 2)
     """
     check_key("key", key)
-    data = _check_data(data)
+    data, structure = _flat_data(data)
     num_samples = check_int("num_samples", num_samples, 1)
-    return _sample_kde(key, data, num_samples,
-                       check_hyperparameter("bandwidth", bandwidth, positive=False))
+    return _pytree.unravel(_sample_kde(key, data, num_samples,
+                                       check_hyperparameter("bandwidth", bandwidth,
+                                                            positive=False)), structure)
 
 
 @functools.partial(jax.jit, static_argnums=2)
@@ -213,6 +219,14 @@ def _sample_kde(key, data, num_samples, bandwidth):
     index = jax.random.randint(key_index, (num_samples,), 0, data.shape[0])
     jitter = jax.random.normal(key_jitter, (num_samples, data.shape[1]), data.dtype)
     return data[index] + jnp.asarray(bandwidth, data.dtype) * jitter
+
+
+def _flat_data(data):
+    """``(flat (n, D), structure)``: pytree data raveled once, each record one flat row."""
+    if _pytree.structure_of(data) is None:
+        return _check_data(data), None
+    flat, structure = _pytree.ravel(check_position("data", data, batch_ndim=1), batch_ndim=1)
+    return _check_data(flat), structure
 
 
 # ----------------------------------------------------------------------------- the sampler
@@ -349,9 +363,13 @@ def build_kernel(
                     moved = retract(moved)
             positions = mean[None, :] + moved @ chol.T
             nonfinite = ~jnp.all(jnp.isfinite(positions))
+            old, structure = _pytree.ravel(state.positions, batch_ndim=1)
             new_state = jax.tree.map(lambda new, old: jnp.where(nonfinite, old, new),
-                                     MMSOLDState(positions, moved, step_noise), state)
+                                     MMSOLDState(positions, moved, step_noise),
+                                     state._replace(positions=old))
             residual = new_state.positions - mean[None, :]
+            new_state = new_state._replace(
+                positions=_pytree.unravel(new_state.positions, structure))
             sample_mean = jnp.mean(residual, axis=0)
             sample_cov = (residual.T @ residual / num_particles
                           - jnp.outer(sample_mean, sample_mean))
@@ -368,7 +386,7 @@ def _algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, int
                estimator, chunk_size, num_neighbours, num_remainder, constrained
                ) -> SamplingAlgorithm:
     """Checks the arguments once and builds MM-SOLD (``constrained``) or the naive baseline."""
-    data = _check_data(data)
+    data, structure = _flat_data(data)
     bandwidth = check_hyperparameter("bandwidth", bandwidth)
     targets = _checked_targets(data, bandwidth)
     smoothing = check_hyperparameter("smoothing", smoothing, positive=False)
@@ -397,6 +415,12 @@ def _algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, int
     minimum = dim + 1 if constrained else 1
 
     def init_fn(position: jax.Array, *, rng_key: jax.Array | None = None) -> MMSOLDState:
+        if structure is not None:
+            position = check_position("position", position, batch_ndim=1)
+            if _pytree.structure_of(position, batch_ndim=1) != structure:
+                raise ValueError("position must have the structure, leaf shapes and dtypes of "
+                                 f"one record of data, got {jax.tree.map(jnp.shape, position)}")
+            position = _pytree.ravel(position, batch_ndim=1)[0]
         position = check_array("position", position, shape=(None, dim), dtype=data.dtype,
                                finite=True)
         if position.shape[0] < minimum:
@@ -406,7 +430,8 @@ def _algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, int
                              f"{position.shape[0]}{reason}")
         if rng_key is not None:
             check_key("rng_key", rng_key)
-        return _init_jit(position, targets, constrained=constrained, rng_key=rng_key)
+        state = _init_jit(position, targets, constrained=constrained, rng_key=rng_key)
+        return state._replace(positions=_pytree.unravel(state.positions, structure))
 
     return SamplingAlgorithm(init_fn, step)
 
@@ -417,8 +442,14 @@ def mmsold(data, *, bandwidth: float, smoothing: float, num_smoothing_samples: i
            num_remainder: int = 20) -> SamplingAlgorithm:
     r"""MM-SOLD: moment-matched score-smoothed overdamped Langevin (see the module docstring).
 
+    Records may be pytrees (``data`` a dict of ``(n, ...)`` columns, say): each record is raveled
+    into one flat row of ``d`` coordinates once, the dynamics runs on the rows, and the
+    particles come back in the records' structure (``init`` then takes that structure with a
+    leading ``B``).
+
     Args:
-        data: ``(n, d)`` finite training data (float32 or float64; sets the dtype).
+        data: ``(n, d)`` finite training data (float32 or float64; sets the dtype), or a pytree
+            of ``(n, ...)`` leaves.
         bandwidth: KDE bandwidth ``sigma_g > 0``.
         smoothing: LDS smoothing scale ``s >= 0`` (``0``: plain KDE score).
         num_smoothing_samples: ``M``, even; antithetic draws per particle and step.
