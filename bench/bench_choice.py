@@ -190,16 +190,17 @@ def _exact_vs_sir_table(config, key):
     num_sets = math.comb(num_atoms, 3)
     world = choice.synthetic_community(key, num_atoms=num_atoms, num_topics=3, dtype=jnp.float32)
     n = 1000
-    args = (world.coherence_logits, world.availability_logits, n)
+    args = (world.coherence_logits, world.availability_logits)
     rows = []
-    exact_fn = jax.jit(lambda k: choice.tilted_sample(k, *args, chunk_size=2**17))
+    exact_fn = jax.jit(lambda k: choice.tilted_sample(k, *args, num_samples=n, chunk_size=2**17))
     secs, (exact, _) = time_fn(exact_fn, jax.random.key(1), repeats=2)
-    reference = choice.tilted_sample(jax.random.key(2), *args[:2], 20 * n, chunk_size=2**17)[0]
+    reference = choice.tilted_sample(jax.random.key(2), *args, num_samples=20 * n,
+                                     chunk_size=2**17)[0]
     rows.append(Row(f"C({num_atoms}, 3) = {num_sets:,} sets, n = {n}", "exact (enumerate)",
                     dict(atom_tv_to_exact=_tv_marginals(exact, reference, num_atoms)), secs,
                     peer=True))
     for m in config["sir_proposals"]:
-        sir_fn = jax.jit(lambda k, m=m: choice.tilted_sample(k, *args, method="sir",
+        sir_fn = jax.jit(lambda k, m=m: choice.tilted_sample(k, *args, num_samples=n, method="sir",
                                                               num_proposals=m, chunk_size=4096))
         secs, (draws, info) = time_fn(sir_fn, jax.random.key(3), repeats=2)
         rows.append(Row(f"C({num_atoms}, 3) = {num_sets:,} sets, n = {n}",

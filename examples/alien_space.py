@@ -52,7 +52,8 @@ def main(argv=None):
               f"-> {ratio:.2f}x")
     # rank fusion over a candidate pool drawn by coherence: coherent and unavailable first
     pool, _ = choice.tilted_sample(jax.random.fold_in(key, 2), world.coherence_logits,
-                                   world.availability_logits, 2000, a=1.0, b=0.0, method=method)
+                                   world.availability_logits, num_samples=2000, a=1.0, b=0.0,
+                                   method=method)
     pool = np.unique(np.asarray(pool), axis=0)
     coh, avail = choice.set_log_scores(jnp.asarray(pool), world.coherence_logits,
                                        world.availability_logits)

@@ -48,7 +48,7 @@ def test_exact_sampler_is_the_enumerated_tilted_law():
     world = _world()
     for a, b in [(1.0, 0.0), (0.0, 0.0), (1.0, 1.0), (2.0, 0.5)]:
         samples, info = choice.tilted_sample(jax.random.key(1), world.coherence_logits,
-                                             world.availability_logits, 4000, a=a, b=b)
+                                             world.availability_logits, num_samples=4000, a=a, b=b)
         log_pi = _log_target(world, a, b)
         index = _set_index(samples)
         np.testing.assert_allclose(info.log_target - info.log_normalizer, log_pi[index],
@@ -63,9 +63,9 @@ def test_chunked_enumeration_equals_dense():
     world = _world()
     # 4000 draws: the dense call shares the compilation of the test above
     dense = choice.tilted_sample(jax.random.key(2), world.coherence_logits,
-                                 world.availability_logits, 4000)
+                                 world.availability_logits, num_samples=4000)
     chunked = choice.tilted_sample(jax.random.key(2), world.coherence_logits,
-                                   world.availability_logits, 4000, chunk_size=10)
+                                   world.availability_logits, num_samples=4000, chunk_size=10)
     np.testing.assert_array_equal(chunked[0], dense[0])
     np.testing.assert_allclose(chunked[1].log_normalizer, dense[1].log_normalizer, rtol=1e-6)
 
@@ -112,7 +112,7 @@ def test_sir_approaches_the_exact_law_within_its_budget():
     num_runs, m = 2048, 256
     keys = jax.random.split(jax.random.key(4), num_runs)
     draws, info = jax.vmap(lambda k: choice.tilted_sample(
-        k, world.coherence_logits, world.availability_logits, 1, a=a, b=b, method="sir",
+        k, world.coherence_logits, world.availability_logits, num_samples=1, a=a, b=b, method="sir",
         num_proposals=m))(keys)
     assert not bool(jnp.any(info.nonfinite))
     np.testing.assert_allclose(np.median(info.ess), m / rho, rtol=0.1)

@@ -241,9 +241,10 @@ def _tilted_sample(key, coherence_logits, availability_logits, a, b, proposal_lo
                     chunk_size=chunk_size)
 
 
-def tilted_sample(key, coherence_logits, availability_logits, num_samples: int, *, a=1.0,
+def tilted_sample(key, coherence_logits, availability_logits, *, num_samples: int, a=1.0,
                   b=1.0, method: str = "exact", num_proposals: int | None = None,
-                  size: int = 3, proposal_logits=None, chunk_size: int | None = None):
+                  size: int = 3, proposal_logits=None, chunk_size: int | None = None
+                  ) -> tuple[jax.Array, TiltedInfo]:
     """Draws sets of ``size`` distinct atoms from ``π_{a,b} ∝ p_coh^a · A^{−b}``.
 
     See the module docstring for the model, the exact and SIR samplers and the SIR budget.
@@ -272,7 +273,7 @@ def tilted_sample(key, coherence_logits, availability_logits, num_samples: int, 
         >>> import jax
         >>> world = synthetic_community(jax.random.key(0), num_atoms=12, num_topics=3)
         >>> x, info = tilted_sample(jax.random.key(1), world.coherence_logits,
-        ...                         world.availability_logits, 5)
+        ...                         world.availability_logits, num_samples=5)
         >>> x.shape, bool(info.nonfinite)
         ((5, 3), False)
     """

@@ -89,7 +89,7 @@ def vocabulary_study(key, world, *, num_samples=2000, alien_b=(0.0, 0.5, 1.0, 2.
         for a, b in settings:
             samples, info = choice.tilted_sample(
                 jax.random.fold_in(key, len(rows)), world.coherence_logits,
-                world.availability_logits, num_samples, a=a, b=b, method=method,
+                world.availability_logits, num_samples=num_samples, a=a, b=b, method=method,
                 num_proposals=num_proposals, chunk_size=chunk_size)
             _, avail = choice.set_log_scores(samples, world.coherence_logits,
                                                world.availability_logits)

@@ -24,21 +24,24 @@ def _inputs(dtype):
 
 def _sample(dtype):
     coherence, availability = _inputs(dtype)
-    return lambda key: choice.tilted_sample(key, coherence, availability, 4000, a=1.0, b=1.0)
+    return lambda key: choice.tilted_sample(key, coherence, availability, num_samples=4000, a=1.0,
+                                            b=1.0)
 
 
 def _hyper(dtype):
     coherence, availability = _inputs(dtype)
-    return lambda key, b: choice.tilted_sample(key, coherence, availability, 4000, a=1.0, b=b)
+    return lambda key, b: choice.tilted_sample(key, coherence, availability, num_samples=4000,
+                                               a=1.0, b=b)
 
 
 def _sir(**kwargs):
-    return choice.tilted_sample(KEY, *_world(), 4, method="sir", **kwargs)
+    return choice.tilted_sample(KEY, *_world(), num_samples=4, method="sir", **kwargs)
 
 
 def _exact(coherence_scale=1.0, atoms=9, **kwargs):
     coherence, availability = _world()
-    return choice.tilted_sample(KEY, coherence * coherence_scale, availability[:, :atoms], 4,
+    return choice.tilted_sample(KEY, coherence * coherence_scale, availability[:, :atoms],
+                                num_samples=4,
                                 **kwargs)
 
 
@@ -63,7 +66,7 @@ ENTRIES = [
             BadInput(lambda: choice.effective_vocabulary(np.array([[0, 5]]), num_atoms=3),
                      ValueError, "samples must lie in"),
         ),
-        note="tilted_sample(key, coherence_logits, availability_logits, n, *, a, b) -> "
+        note="tilted_sample(key, coherence_logits, availability_logits, *, num_samples, a, b) -> "
              "(sets, TiltedInfo), exact enumeration of the 84 sets of 3 of 9 atoms (the world "
              "and draw count of tests/test_alien.py, so compilations are shared); the "
              "traced hyper-parameter is b (0 is coherence sampling). The SIR path's vmap over "
