@@ -222,10 +222,11 @@ def _leaf_name(name: str, path) -> str:
     return name + jax.tree_util.keystr(path)
 
 
-def check_position(name: str, position, *, batch_ndim: int = 0, finite: bool = True):
-    """A position: an array or a pytree of floating arrays sharing ``batch_ndim`` leading axes.
+def check_position(name: str, position, *, batch_ndim: int = 0, finite: bool = True,
+                   kind: str = "floating"):
+    """A position: an array or a pytree of arrays (``kind``) sharing ``batch_ndim`` leading axes.
 
-    Every leaf is checked as :func:`check_array` does (floating, finite when concrete) and named
+    Every leaf is checked as :func:`check_array` does (``kind``, finite when concrete) and named
     by its path (``position['mu']``); a point needs at least one coordinate, and a batch needs
     the same leading axes on every leaf. Returns the position with leaves as JAX arrays (an array
     stays an array: the flat path).
@@ -240,7 +241,7 @@ def check_position(name: str, position, *, batch_ndim: int = 0, finite: bool = T
     checked = []
     for path, leaf in leaves:
         leaf_name = _leaf_name(name, path)
-        leaf = check_array(leaf_name, leaf, finite=finite)
+        leaf = check_array(leaf_name, leaf, kind=kind, finite=finite)
         if leaf.ndim < batch_ndim:
             raise ValueError(f"{leaf_name} must have {batch_ndim} leading batch axis(es), got "
                              f"shape {leaf.shape}")
