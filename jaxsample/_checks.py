@@ -24,12 +24,16 @@ __all__ = [
     "check_callable",
     "check_choice",
     "check_chunk_size",
+    "check_fn_output",
     "check_hyperparameter",
     "check_initial_logdensity",
     "check_int",
     "check_key",
     "check_number",
     "check_position",
+    "check_simplex",
+    "check_stochastic_matrix",
+    "common_float_dtype",
     "is_concrete",
     "resolve_score_fn",
     "score_callable",
@@ -372,3 +376,110 @@ def score_callable(score_fn, logdensity_fn, *, batched: bool = False):
     if batched:
         return jax.grad(lambda x: jnp.sum(logdensity_fn(x)))
     return jax.grad(logdensity_fn)
+
+
+def _shapes(structs) -> str:
+    return " and ".join(str(tuple(s.shape)) for s in structs)
+
+
+def check_fn_output(name: str, fn, example_input_struct, want_shape: Sequence[int], *,
+                    kind: str | None = "floating", dtype=None):
+    """Probe a user function once with ``jax.eval_shape`` (no FLOPs) and check what it returns.
+
+    Args:
+        name: the function's argument name, for messages.
+        fn: the user's callable.
+        example_input_struct: a ``jax.ShapeDtypeStruct`` (one argument) or a tuple of them (the
+            positional arguments).
+        want_shape: the shape the output must have.
+        kind: the output's dtype kind (as :func:`check_array`), or ``None`` for any.
+        dtype: an exact dtype the output must have.
+
+    Returns:
+        The output's ``jax.ShapeDtypeStruct``.
+
+    Raises:
+        ValueError: ``fn`` fails on inputs of these shapes or returns another shape ("``name``
+            must map input of shape … to shape …, got …").
+        TypeError: the output has another dtype kind or dtype.
+    """
+    check_callable(name, fn)
+    structs = (example_input_struct if isinstance(example_input_struct, tuple)
+               else (example_input_struct,))
+    want = tuple(want_shape)
+    expected = f"{name} must map input of shape {_shapes(structs)} to shape {want}"
+    try:
+        out = jax.eval_shape(fn, *structs)
+    except Exception as err:  # noqa: BLE001 - re-raised naming the argument and the shapes
+        raise ValueError(f"{expected}; it failed on such input: {err}") from err
+    if not hasattr(out, "shape") or tuple(out.shape) != want:
+        got = (f"shape {tuple(out.shape)}" if hasattr(out, "shape")
+               else type(out).__name__)
+        raise ValueError(f"{expected}, got {got}")
+    if kind is not None and not jnp.issubdtype(out.dtype, _KINDS[kind]):
+        raise TypeError(f"{name} must return a {kind} array, got dtype {out.dtype}")
+    if dtype is not None and out.dtype != dtype:
+        raise TypeError(f"{name} must return dtype {jnp.dtype(dtype)}, got {out.dtype}")
+    return out
+
+
+def _sum_tolerance(num_categories: int) -> float:
+    # a law normalised in float32 (the sum of K terms, then K divisions) is off by <= ~2K·eps32;
+    # float32's eps whatever the dtype, so float32 laws cast to float64 still pass
+    return 4 * num_categories * float(np.finfo(np.float32).eps)
+
+
+def check_simplex(name: str, value, *, shape: Sequence[int | None] | None = None,
+                  ndim: int | None = None) -> jax.Array:
+    """Probability vectors along the last axis: floating, finite, ``>= 0``, each summing to 1.
+
+    Any leading axes are a batch of laws (a ``(S, A, S)`` transition tensor is ``S·A`` laws over
+    the next state). The sums are checked when concrete, to ``4K·ε`` of float32 for ``K``
+    categories (a law normalised in float32 passes, also when cast to float64).
+    Returns the array (unchanged dtype).
+    """
+    array = check_array(name, value, shape=shape, ndim=ndim, finite=True)
+    if array.ndim == 0:
+        raise ValueError(f"{name} must have a last axis of categories, got a scalar")
+    if is_concrete(array):
+        host = np.asarray(array)
+        if np.any(host < 0):
+            raise ValueError(f"{name} must be nonnegative, got minimum {host.min()}")
+        sums = host.sum(axis=-1, dtype=np.float64)
+        if np.any(np.abs(sums - 1) > _sum_tolerance(host.shape[-1])):
+            worst = sums.reshape(-1)[np.argmax(np.abs(sums - 1).reshape(-1))]
+            raise ValueError(f"{name} must sum to 1 along its last axis, got a sum of {worst}")
+    return array
+
+
+def check_stochastic_matrix(name: str, value, *, size: int | None = None) -> jax.Array:
+    """A square row-stochastic ``(n, n)`` matrix (rows as :func:`check_simplex` checks them)."""
+    array = check_array(name, value, ndim=2, finite=True)
+    if array.shape[0] != array.shape[1] or array.shape[0] < 1:
+        raise ValueError(f"{name} must be a square (n, n) matrix, got shape {array.shape}")
+    if size is not None and array.shape[0] != size:
+        raise ValueError(f"{name} must have shape ({size}, {size}), got {array.shape}")
+    return check_simplex(name, array)
+
+
+def common_float_dtype(**values):
+    """The one floating dtype shared by the floating array leaves of ``values`` (pytrees).
+
+    Python numbers and weakly typed arrays adapt to the others and are not counted; neither are
+    integer arrays. With no floating leaf: the default floating dtype (float64 when x64 is
+    enabled, else float32).
+
+    Raises:
+        TypeError: two arguments carry different floating dtypes (naming them).
+    """
+    dtypes = {}
+    for arg, tree in values.items():
+        for leaf in jax.tree.leaves(tree):
+            if (hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
+                    and not getattr(leaf, "weak_type", False)):
+                dtypes.setdefault(arg, set()).add(jax.dtypes.canonicalize_dtype(leaf.dtype))
+    found = set().union(*dtypes.values()) if dtypes else set()
+    if len(found) > 1:
+        shown = ", ".join(f"{arg}: {'/'.join(sorted(map(str, d)))}" for arg, d in dtypes.items())
+        raise TypeError(f"floating arguments must share one dtype, got {shown}")
+    return found.pop() if found else jax.dtypes.canonicalize_dtype(jnp.float64)

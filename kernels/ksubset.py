@@ -57,6 +57,8 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
+from jaxsample.kernels.logspace import logaddexp
+
 __all__ = [
     "FitResult",
     "Seed",
@@ -107,29 +109,16 @@ def common_seed(key: jax.Array, num_items: int, dtype) -> Seed:
                 uniforms[num_items:-1], uniforms[-1])
 
 
-def _logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
-    """``log(e^a + e^b)`` with a zero (not NaN) gradient where both are ``−inf``.
-
-    ``jnp.logaddexp(−inf, −inf)`` has NaN gradients, and the DP meets it whenever fewer than r
-    items have been seen.
-    """
-    top = jax.lax.stop_gradient(jnp.maximum(a, b))
-    top = jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
-    total = jnp.exp(a - top) + jnp.exp(b - top)
-    positive = total > 0
-    safe = jnp.where(positive, total, jnp.ones_like(total))
-    return jnp.where(positive, top + jnp.log(safe), jnp.full_like(total, -jnp.inf))
-
-
 def _empty_table(k: int, dtype) -> jax.Array:
     """``log e_r`` of the empty set: ``[0, −∞, …, −∞]`` (r = 0..k)."""
     return jnp.full((k + 1,), -jnp.inf, dtype).at[0].set(0)
 
 
 def _add_item(log_e: jax.Array, theta_i: jax.Array) -> jax.Array:
-    """``e_r ← e_r + w_i e_{r−1}`` in log space."""
+    """``e_r ← e_r + w_i e_{r−1}`` in log space (``logspace.logaddexp``: the DP adds ``−inf``
+    terms until r items are seen, where ``jnp.logaddexp``'s gradient is NaN)."""
     shifted = jnp.concatenate([jnp.full((1,), -jnp.inf, log_e.dtype), log_e[:-1]])
-    return _logaddexp(log_e, theta_i + shifted)
+    return logaddexp(log_e, theta_i + shifted)
 
 
 def log_elementary_symmetric(log_weights: jax.Array, k: int) -> jax.Array:

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample.kernels.chunking import map_rows
-from jaxsample.kernels.logspace import categorical
+from jaxsample.kernels.resampling import categorical
 from jaxsample.kernels.pairwise import sq_norms
 
 __all__ = [
@@ -181,7 +181,7 @@ def sampled_pick(key: jax.Array, state: LeverageState, *,
 
     When no unselected row has positive weight (every remaining row already spanned, or zero
     quality), the draw is uniform over the unselected rows. One uniform per draw
-    (:func:`jaxsample.kernels.logspace.categorical`).
+    (:func:`jaxsample.kernels.resampling.categorical`).
 
     Example:
         >>> import jax, jax.numpy as jnp

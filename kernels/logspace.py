@@ -1,4 +1,4 @@
-"""Log-space helpers: normalisation, effective sample size, segment log-sum-exp, tempering.
+"""Log-space helpers: normalisation, ESS, ``log1mexp``, ``logaddexp``, segment LSE, tempering.
 
 Wherever exponentials meet (importance weights, softmax rows, mixture densities) jaxsample works
 with log-weights and carries ``−inf`` for zero mass rather than NaN. These are the shared pieces;
@@ -9,12 +9,15 @@ Inputs are valid: the public entry point checked them.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
 from jaxsample.kernels.roots import bisect
 
-__all__ = ["log_ess", "log_normalize", "segment_logsumexp", "temper_to_ess"]
+__all__ = ["log1mexp", "log_ess", "log_normalize", "logaddexp", "segment_logsumexp",
+           "temper_to_ess"]
 
 
 def log_normalize(log_weights: jax.Array, axis: int = -1) -> jax.Array:
@@ -41,6 +44,47 @@ def log_ess(log_weights: jax.Array, axis: int = -1) -> jax.Array:
     return 2 * jax.nn.logsumexp(log_weights, axis=axis) - jax.nn.logsumexp(
         2 * log_weights, axis=axis
     )
+
+
+def log1mexp(a: jax.Array) -> jax.Array:
+    """``log(1 − e^a)`` for ``a <= 0``, accurate for every ``a`` (Mächler 2012, *Accurately
+    computing log(1 − exp(−|a|))*): ``log(−expm1(a))`` for ``a > −log 2``, ``log1p(−exp(a))``
+    below; ``−inf`` at ``a = 0``. Both branches are evaluated on safe inputs, so gradients stay
+    finite wherever the value is.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> [round(float(v), 4) for v in log1mexp(jnp.array([-1e-9, -1.0, -50.0]))]
+        [-20.7233, -0.4587, -0.0]
+    """
+    near = a > -math.log(2)
+    a_near = jnp.where(near, a, -jnp.ones_like(a))
+    a_far = jnp.where(near, -jnp.ones_like(a), a)
+    return jnp.where(near, jnp.log(-jnp.expm1(a_near)), jnp.log1p(-jnp.exp(a_far)))
+
+
+def logaddexp(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``log(e^a + e^b)``, as ``jnp.logaddexp``, with a zero (not NaN) gradient where both are
+    ``−inf``.
+
+    ``jnp.logaddexp(−inf, −inf)`` is ``−inf`` but its gradient is NaN, which poisons a
+    differentiated recursion that adds empty (``−inf``) terms, e.g. the elementary symmetric
+    polynomials of :mod:`jaxsample.kernels.ksubset` before ``r`` items are seen. Elsewhere values
+    and gradients are ``jnp.logaddexp``'s.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> float(logaddexp(jnp.log(1.0), jnp.log(3.0)) - jnp.log(4.0))
+        0.0
+        >>> float(jax.grad(logaddexp)(-jnp.inf, -jnp.inf))
+        0.0
+    """
+    top = jax.lax.stop_gradient(jnp.maximum(a, b))
+    top = jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
+    total = jnp.exp(a - top) + jnp.exp(b - top)
+    positive = total > 0
+    safe = jnp.where(positive, total, jnp.ones_like(total))
+    return jnp.where(positive, top + jnp.log(safe), jnp.full_like(total, -jnp.inf))
 
 
 def temper_to_ess(log_weights: jax.Array, min_ess, *, num_bisections: int = 30

@@ -25,7 +25,7 @@ PCA with an isotropic residual, ``r = d`` the full covariance. Query time is
 ``O(K (r + 1) d + S m d)`` for S draws from K clusters of at most m members, against ``O(N d)``
 for the exact softmax.
 
-Both stages draw by inverse CDF (:func:`jaxsample.kernels.logspace.categorical`, one uniform per
+Both stages draw by inverse CDF (:func:`jaxsample.kernels.resampling.categorical`, one uniform per
 draw): ``jax.random.categorical`` spends one Gumbel per category, ``S (K + m)`` per query, which was
 most of the cost of a many-draw call. The members of a cluster are one contiguous slab of
 ``ClusterStats.sorted_embeddings`` (the table ordered by cluster), so a draw reads m rows with one
@@ -44,8 +44,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample.kernels.chunking import map_rows
-from jaxsample.kernels.logspace import categorical, segment_logsumexp
+from jaxsample.kernels.logspace import segment_logsumexp
 from jaxsample.kernels.pairwise import nearest, sq_distances, sq_norms
+from jaxsample.kernels.resampling import categorical
 
 __all__ = [
     "INITS",
@@ -519,7 +520,7 @@ def draw_clusters(keys, logits, num_samples: int):
     """``num_samples`` clusters per row of ``logits`` (``(B, K)``) by inverse CDF, with their
     ``log_softmax(logits)``; ``keys``: ``(B,)``, one per row (the first stage of
     :func:`two_level_sample`, whose example runs it)."""
-    clusters = jax.vmap(lambda k, row: categorical(k, row, (num_samples,)))(keys, logits)
+    clusters = jax.vmap(lambda k, row: categorical(k, row, num_samples))(keys, logits)
     return clusters, jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), clusters, axis=1)
 
 
@@ -559,7 +560,7 @@ def two_level_sample(key, stats: ClusterStats, logits, queries, temperature, num
     """Draws ``num_samples`` items per query: clusters ``c ~ softmax(logits)``, then items.
 
     Both stages draw by inverse CDF, one uniform per draw
-    (:func:`jaxsample.kernels.logspace.categorical`): :func:`draw_clusters`, then
+    (:func:`jaxsample.kernels.resampling.categorical`): :func:`draw_clusters`, then
     :func:`draw_members`. The item step is the exact softmax over the members of ``c``; its
     log-sum-exp is ``log Z_c``, so ``log q(i) = log_softmax(logits)_c + s_i - log Z_c`` comes at no
     extra cost. Each draw reads its cluster's m member slots, one contiguous ``(m, d)`` slab of

@@ -45,7 +45,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxsample.kernels import chunking, logspace, pairwise
+from jaxsample.kernels import chunking, logspace, pairwise, resampling
 
 __all__ = [
     "COUPLINGS",
@@ -406,7 +406,7 @@ def transport_rows(
 
     The row-normalised plan is ``γ̃_ij = softmax_j((g_j − C_ij)/ε)`` (``f_i`` cancels). With
     ``update="categorical"`` particle ``i`` draws ``j_i ~ Cat(γ̃_i·)`` by inverse CDF
-    (:func:`jaxsample.kernels.logspace.categorical`) with its own key
+    (:func:`jaxsample.kernels.resampling.categorical`) with its own key
     (``jax.random.split(key, N)[i]``), so that ``E[#{i: j_i = j}] = Σ_i γ̃_ij`` (``= N b_j`` for a
     converged balanced plan); with ``"barycentric"`` it gets ``Σ_j γ̃_ij y_j``. Rows are processed in
     blocks of ``geom.chunk_size`` when the geometry is chunked, so the plan is never formed.
@@ -437,7 +437,7 @@ def transport_rows(
             log_rows = jax.nn.log_softmax((g[None, :] - cost_rows) / eps, axis=1)
             row_ess = jnp.exp(-jax.nn.logsumexp(2 * log_rows, axis=1))
             if update == "categorical":
-                picks = jax.vmap(logspace.categorical)(keys, log_rows)
+                picks = jax.vmap(resampling.categorical)(keys, log_rows)
                 targets = proposals[picks]
             else:
                 picks = jnp.full((cost_rows.shape[0],), -1, jnp.int32)

@@ -54,3 +54,67 @@ def test_checks_skip_values_under_jit():
 
     assert bool(jnp.isnan(f(jnp.array([jnp.nan]))[0]))
     assert checks.check_key("key", jax.random.PRNGKey(0)).shape == (2,)
+
+
+def test_check_fn_output_probes_once_and_names_shapes():
+    one = jax.ShapeDtypeStruct((3,), jnp.float32)
+    two = (one, jax.ShapeDtypeStruct((), jnp.float32))
+    out = checks.check_fn_output("score_fn", lambda x: -x, one, (3,))
+    assert out.shape == (3,) and out.dtype == jnp.float32
+    checks.check_fn_output("fn", lambda x, t: t * x, two, (3,), dtype=jnp.float32)
+    with pytest.raises(ValueError, match=r"score_fn must map input of shape \(3,\) to shape "
+                                         r"\(3,\), got shape \(1,\)"):
+        checks.check_fn_output("score_fn", lambda x: x[:1], one, (3,))
+    with pytest.raises(ValueError, match=r"fn must map input of shape \(3,\) and \(\) to shape "
+                                         r"\(3,\), got tuple"):
+        checks.check_fn_output("fn", lambda x, t: (x, t), two, (3,))
+    with pytest.raises(ValueError, match="it failed on such input: .*boom"):
+        checks.check_fn_output("fn", lambda x: (_ for _ in ()).throw(RuntimeError("boom")),
+                               one, (3,))
+    with pytest.raises(TypeError, match="fn must return a floating array, got dtype int32"):
+        checks.check_fn_output("fn", lambda x: x.astype(jnp.int32), one, (3,))
+    with pytest.raises(TypeError, match="fn must return dtype float16"):
+        checks.check_fn_output("fn", lambda x: x, one, (3,), dtype=jnp.float16)
+    with pytest.raises(TypeError, match="fn must be callable"):
+        checks.check_fn_output("fn", 3, one, (3,))
+
+
+def test_check_simplex_and_stochastic_matrix():
+    laws = np.array([[[0.2, 0.8], [1.0, 0.0]], [[0.5, 0.5], [0.3, 0.7]]], np.float32)
+    assert checks.check_simplex("transitions", laws).shape == (2, 2, 2)
+    with pytest.raises(ValueError, match="p must be nonnegative, got minimum -0.5"):
+        checks.check_simplex("p", np.array([1.5, -0.5]))
+    with pytest.raises(ValueError, match="p must sum to 1 along its last axis, got a sum of 1.1"):
+        checks.check_simplex("p", laws * np.array([1.0, 1.1], np.float32)[:, None, None])
+    with pytest.raises(ValueError, match="p must be finite"):
+        checks.check_simplex("p", np.array([np.nan, 1.0]))
+    with pytest.raises(ValueError, match=r"p must have shape \(3\)"):
+        checks.check_simplex("p", np.full(2, 0.5), shape=(3,))
+    # the tolerance is 4K eps32 (5e-4 here): a float32 normalisation passes (also cast to
+    # float64), 1e-3 off does not
+    w = np.random.default_rng(0).exponential(size=1000).astype(np.float32)
+    p = w / w.sum(dtype=np.float32)
+    checks.check_simplex("p", p)
+    checks.check_simplex("p", p.astype(np.float64))
+    with pytest.raises(ValueError, match="sum to 1"):
+        checks.check_simplex("p", p + np.float32(1e-3 / 1000))
+    # under jit the values are tracers: only the static checks run
+    jax.jit(lambda q: checks.check_simplex("p", q))(jnp.array([2.0, 3.0]))
+
+    assert checks.check_stochastic_matrix("transition", np.eye(3), size=3).shape == (3, 3)
+    with pytest.raises(ValueError, match=r"transition must be a square \(n, n\) matrix"):
+        checks.check_stochastic_matrix("transition", np.full((3, 2), 0.5))
+    with pytest.raises(ValueError, match=r"transition must have shape \(2, 2\)"):
+        checks.check_stochastic_matrix("transition", np.eye(3), size=2)
+    with pytest.raises(ValueError, match="transition must sum to 1"):
+        checks.check_stochastic_matrix("transition", np.eye(2) * 1.2)
+
+
+def test_common_float_dtype(x64):
+    f32, f64 = jnp.zeros(2, jnp.float32), jnp.zeros(2, jnp.float64)
+    assert checks.common_float_dtype(a=f32, b=1.0, c=jnp.arange(3)) == jnp.float32
+    assert checks.common_float_dtype(a={"x": f64, "y": f64}, b=jnp.asarray(0.5)) == jnp.float64
+    assert checks.common_float_dtype(n=3, k=jnp.arange(2)) == jnp.float64  # the default
+    with pytest.raises(TypeError, match="floating arguments must share one dtype, got "
+                                        "a: float32, b: float64"):
+        checks.common_float_dtype(a=f32, b=(f64,))

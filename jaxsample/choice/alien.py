@@ -14,7 +14,7 @@ the tilted law (the paper ranks; this is the sampling form of the same trade-off
 
 * ``method="exact"``: every set is enumerated (its index unranked in the combinatorial number
   system, ``chunk_size`` sets scored at a time), and draws come from the exact categorical law by
-  :func:`jaxsample.kernels.logspace.categorical`. For ``C(V, L)`` up to ~10⁷.
+  :func:`jaxsample.kernels.resampling.categorical`. For ``C(V, L)`` up to ~10⁷.
 * ``method="sir"``: sampling-importance-resampling for vocabularies too large to enumerate.
   ``num_proposals`` sets are drawn by **Gumbel-top-L** on proposal logits ``q`` (``L`` distinct
   atoms: the ``L`` largest of ``q_v + G_v``, ``G_v`` i.i.d. Gumbel). That is successive sampling
@@ -51,7 +51,7 @@ from jaxsample._checks import (
     check_key,
     is_concrete,
 )
-from jaxsample.kernels import chunking, logspace
+from jaxsample.kernels import chunking, logspace, resampling
 
 __all__ = [
     "Community",
@@ -186,7 +186,7 @@ def _exact(key, coherence_logits, log_community_probs, a, b, *, num_samples, siz
     scores = chunking.map_rows(block_scores, jnp.arange(num_sets, dtype=jnp.int32),
                                chunk_size=chunk_size)
     log_normalizer = jax.nn.logsumexp(scores)
-    picks = logspace.categorical(key, scores, (num_samples,))
+    picks = resampling.categorical(key, scores, num_samples)
     samples = _unrank(picks, tables)
     log_target = scores[picks]
     ess = jnp.asarray(num_samples, scores.dtype)
@@ -218,7 +218,7 @@ def _sir(key, coherence_logits, log_community_probs, a, b, proposal_logits, *, n
 
     keys = jax.random.split(key_propose, num_proposals)
     atoms, scores, log_weights = chunking.map_rows(block, keys, chunk_size=chunk_size)
-    picks = logspace.categorical(key_resample, log_weights, (num_samples,))
+    picks = resampling.categorical(key_resample, log_weights, num_samples)
     log_normalizer = jax.nn.logsumexp(log_weights) - math.log(num_proposals)
     ess = jnp.exp(logspace.log_ess(log_weights))
     nonfinite = ~(jnp.all(jnp.isfinite(log_weights)) & jnp.isfinite(log_normalizer))

@@ -49,7 +49,7 @@ from jaxsample._checks import (
     is_concrete,
 )
 from jaxsample._solver import SolverStats, batched, from_optimistix, select
-from jaxsample.kernels import logspace
+from jaxsample.kernels import logspace, resampling
 
 __all__ = [
     "Panel",
@@ -329,7 +329,7 @@ def _check_priorities(priorities, features):
 def sample_choices(key, priorities, option_features, *, num_samples: int):
     """``num_samples`` independent decisions on every dilemma: ``(num_samples, ..., J)`` ints.
 
-    Draws by :func:`jaxsample.kernels.logspace.categorical` from :func:`choice_probabilities`'s
+    Draws by :func:`jaxsample.kernels.resampling.categorical` from :func:`choice_probabilities`'s
     law; ``priorities`` may be a batch ``(..., P)``.
 
     Example:
@@ -348,7 +348,7 @@ def sample_choices(key, priorities, option_features, *, num_samples: int):
 @functools.partial(jax.jit, static_argnames="num_samples")
 def _sample_choices(key, priorities, features, *, num_samples):
     logits = jnp.einsum("jkp,...p->...jk", features, priorities)
-    return logspace.categorical(key, logits, (num_samples,))
+    return resampling.categorical(key, logits, num_samples)
 
 
 def _entropy_bits(probs):
@@ -533,5 +533,5 @@ def _synthetic_panel(key, weights, decisiveness, contrast, *, num_dilemmas):
     features = jnp.where(contrast, pitted, random)
     beta = jnp.full((weights.shape[0],), jnp.asarray(decisiveness, dtype))
     logits = jnp.einsum("jkp,mp->mjk", features, weights * beta[:, None])
-    choices = logspace.categorical(key_c, logits)
+    choices = resampling.categorical(key_c, logits)
     return Panel(option_features=features, weights=weights, decisiveness=beta, choices=choices)

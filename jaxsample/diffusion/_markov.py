@@ -16,24 +16,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_array, check_int
-from jaxsample.kernels import logspace
+from jaxsample._checks import check_int, check_simplex, check_stochastic_matrix
+from jaxsample.kernels import logspace, resampling
 
 __all__ = ["MarkovChainData"]
 
 _MAX_ENUMERATION = 2_000_000
-
-
-def _probabilities(name: str, value, shape: tuple[int, ...]) -> jax.Array:
-    """A concrete floating array of ``shape``, nonnegative, summing to 1 along its last axis."""
-    array = check_array(name, value, shape=shape, kind="floating", finite=True)
-    values = np.asarray(array)
-    if np.any(values < 0):
-        raise ValueError(f"{name} must be nonnegative, got minimum {values.min()}")
-    sums = values.sum(axis=-1)
-    if not np.allclose(sums, 1.0, atol=1e-5 if values.dtype == np.float32 else 1e-8, rtol=0):
-        raise ValueError(f"{name} must sum to 1 along its last axis, got sums {sums}")
-    return array
 
 
 class MarkovChainData(eqx.Module):
@@ -62,14 +50,11 @@ class MarkovChainData(eqx.Module):
     log_transition: jax.Array
 
     def __init__(self, init_probs, transition):
-        transition = check_array("transition", transition, ndim=2, kind=None)
-        if transition.shape[0] != transition.shape[1]:
-            raise ValueError(f"transition must be a square (K, K) matrix, got {transition.shape}")
+        transition = check_stochastic_matrix("transition", transition)
         vocab_size = transition.shape[0]
         if vocab_size < 2:
             raise ValueError(f"transition must have K >= 2 tokens, got K = {vocab_size}")
-        transition = _probabilities("transition", transition, (vocab_size, vocab_size))
-        init_probs = _probabilities("init_probs", init_probs, (vocab_size,))
+        init_probs = check_simplex("init_probs", init_probs, shape=(vocab_size,))
         if init_probs.dtype != transition.dtype:
             raise TypeError(
                 "init_probs and transition must share a dtype, got "
@@ -93,10 +78,10 @@ class MarkovChainData(eqx.Module):
         check_int("num_samples", num_samples, 1)
         check_int("seq_len", seq_len, 1)
         first_key, rest_key = jax.random.split(key)
-        first = logspace.categorical(first_key, self.log_init, (num_samples,))
+        first = resampling.categorical(first_key, self.log_init, num_samples)
 
         def step(previous, step_key):
-            token = logspace.categorical(step_key, self.log_transition[previous])
+            token = resampling.categorical(step_key, self.log_transition[previous])
             return token, token
 
         _, rest = jax.lax.scan(step, first, jax.random.split(rest_key, seq_len - 1))

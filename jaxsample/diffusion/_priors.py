@@ -24,6 +24,7 @@ import optax
 
 from jaxsample._checks import (
     check_array,
+    check_fn_output,
     check_hyperparameter,
     check_int,
     check_key,
@@ -31,7 +32,8 @@ from jaxsample._checks import (
 )
 from jaxsample.diffusion._vp import VPSchedule
 from jaxsample.kernels import guidance as kernels
-from jaxsample.kernels.logspace import categorical, log_normalize
+from jaxsample.kernels.logspace import log_normalize
+from jaxsample.kernels.resampling import categorical
 
 __all__ = [
     "GaussianMixturePrior",
@@ -265,7 +267,7 @@ class _PriorClassifier(eqx.Module):
 @eqx.filter_jit
 def _sample_mixture(key, prior, num_samples):
     which, noise = jax.random.split(key)
-    labels = categorical(which, prior.log_weights, (num_samples,))
+    labels = categorical(which, prior.log_weights, num_samples)
     xi = jax.random.normal(noise, (num_samples, prior.dim), prior.means.dtype)
     root = prior.eigenvectors[labels] * jnp.sqrt(prior.eigenvalues[labels])[:, None, :]
     return prior.means[labels] + jnp.einsum("nij,nj->ni", root, xi)
@@ -386,10 +388,9 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
     num_steps = check_int("num_steps", num_steps, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     learning_rate = check_hyperparameter("learning_rate", learning_rate)
-    probe = jax.eval_shape(predictor, jax.ShapeDtypeStruct(data.shape[1:], data.dtype))
-    if getattr(probe, "shape", None) != times.shape:
-        raise ValueError(f"predictor(x) must return {times.shape[0]} logits (one per grid time), "
-                         f"got {getattr(probe, 'shape', type(probe).__name__)}")
+    # one logit per grid time
+    check_fn_output("predictor", predictor, jax.ShapeDtypeStruct(data.shape[1:], data.dtype),
+                    times.shape)
     return _train(key, predictor, data, schedule, times.astype(data.dtype), num_steps,
                   batch_size, learning_rate)
 

@@ -29,13 +29,14 @@ from jaxsample._checks import (
     check_array,
     check_callable,
     check_choice,
+    check_fn_output,
     check_int,
     check_key,
     is_concrete,
 )
 from jaxsample.diffusion._markov import MarkovChainData
 from jaxsample.diffusion._processes import CTMC, DTMC, PROCESSES, Flow
-from jaxsample.kernels import hazard, logspace
+from jaxsample.kernels import hazard, logspace, resampling
 
 __all__ = ["CTMC", "DTMC", "JUMP_RULES", "Flow", "MarkovChainData", "SHSInfo", "sample"]
 
@@ -157,7 +158,7 @@ def sample(
       ≤ 1/4, and the within-window dependence it adds vanishes as the steps shrink (consistent).
 
     All rules split each step's key the same way, so with one seed they share the destination
-    draws (an inverse-CDF draw, :func:`jaxsample.kernels.logspace.categorical`). ``num_steps``
+    draws (an inverse-CDF draw, :func:`jaxsample.kernels.resampling.categorical`). ``num_steps``
     and ``window_length`` are traced loop values, and so are the process's float settings
     (``CTMC.min_signal``) and ``allocate_phases``: one compilation serves every NFE, window,
     signal floor and allocation setting.
@@ -242,19 +243,11 @@ def sample(
         raise TypeError(f"sharding must be a jax.sharding.Sharding, got {type(sharding).__name__}")
 
     shape = (num_samples, seq_len)
-    probe = jax.eval_shape(
-        denoiser,
+    # (tokens, signal) -> logits of shape (num_samples, seq_len, vocab_size)
+    probe = check_fn_output("denoiser", denoiser, (
         jax.ShapeDtypeStruct(shape, jnp.int32),
         jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(jnp.float64)),
-    )
-    expected = (*shape, vocab_size)
-    if not hasattr(probe, "shape") or tuple(probe.shape) != expected:
-        raise ValueError(
-            f"denoiser(tokens, signal) must return logits of shape (num_samples, seq_len, "
-            f"vocab_size) = {expected}, got {getattr(probe, 'shape', type(probe).__name__)}"
-        )
-    if not jnp.issubdtype(probe.dtype, jnp.floating):
-        raise TypeError(f"denoiser logits must be floating, got dtype {probe.dtype}")
+    ), (*shape, vocab_size))
     return _sample(
         key, denoiser, process, jumps, banned, jnp.asarray(allocate_phases), sharding, shape,
         vocab_size, jnp.asarray(num_steps, jnp.int32), jnp.asarray(window_length, jnp.int32),
@@ -286,7 +279,7 @@ def _stay_or_replace(key, tokens, phase, log_weights, jump_probability, jumps, w
         jump = rule(coin_key, jump_probability(jump_mass))
         crossings = jump.astype(jump_mass.dtype)
     jump = jump | force
-    proposal = logspace.categorical(dest_key, log_weights)
+    proposal = resampling.categorical(dest_key, log_weights)
     return jnp.where(jump, proposal, tokens), phase, jump, crossings, jump_mass
 
 

@@ -43,6 +43,7 @@ from jaxsample._checks import (
     check_array,
     check_callable,
     check_choice,
+    check_fn_output,
     check_hyperparameter,
     check_int,
     check_key,
@@ -307,15 +308,10 @@ def sample(
         raise ValueError(f"sampler='pc' needs a path with a score; {type(path).__name__} has "
                          "none (its conditional law has compact support): use sampler='ode'")
     dtype = embeddings.dtype
-    probe = jax.eval_shape(posterior_fn, jax.ShapeDtypeStruct((seq_len, path.dim), dtype),
-                           jax.ShapeDtypeStruct((), dtype))
-    expected = (seq_len, embeddings.shape[0])
-    if not hasattr(probe, "shape") or tuple(probe.shape) != expected:
-        raise ValueError(
-            f"posterior_fn(x, t) must return probabilities of shape (seq_len, V) = {expected}, "
-            f"got {getattr(probe, 'shape', type(probe).__name__)}")
-    if not jnp.issubdtype(probe.dtype, jnp.floating):
-        raise TypeError(f"posterior_fn must return floating probabilities, got {probe.dtype}")
+    # (x, t) -> probabilities of shape (seq_len, V)
+    check_fn_output("posterior_fn", posterior_fn, (
+        jax.ShapeDtypeStruct((seq_len, path.dim), dtype), jax.ShapeDtypeStruct((), dtype),
+    ), (seq_len, embeddings.shape[0]))
     if step_size is None:   # an array either way, so the default shares the compilation
         step_size = check_hyperparameter("corrector_step_size", DEFAULT_CORRECTOR_STEP_SIZE)
     corrections = corrector_steps if sampler == "pc" else 0

@@ -34,6 +34,7 @@ from jaxsample.kernels.extremes import (
     gpd_logsf,
     log1p_ratio,
 )
+from jaxsample.kernels.logspace import log1mexp
 
 __all__ = ["GPD", "Empirical", "Gumbel", "Normal", "RewardLaw"]
 
@@ -58,16 +59,15 @@ def _cast(value, dtype):
     return jnp.asarray(value).astype(dtype)
 
 
-def _log1mexp(a):
-    """``log(1 − e^a)`` for ``a <= 0`` (Mächler's two branches)."""
-    near = a > -math.log(2)
-    a_near = jnp.where(near, a, -jnp.ones_like(a))
-    a_far = jnp.where(near, -jnp.ones_like(a), a)
-    return jnp.where(near, jnp.log(-jnp.expm1(a_near)), jnp.log1p(-jnp.exp(a_far)))
-
-
 def standard_normal_isf(log_sf):
-    """``z`` with ``log Φ̄(z) = log_sf``, accurate in both tails."""
+    """``z`` with ``log Φ̄(z) = log_sf``, accurate in both tails.
+
+    ``Φ̄⁻¹(q) = −Φ⁻¹(q)`` (``jax.scipy.special.ndtri``) in the upper tail and ``Φ⁻¹(1 − q)`` with
+    ``1 − q = −expm1(log q)`` formed exactly in the lower. ``jax.scipy.stats.norm.isf(q)`` is
+    ``ppf(1 − q)``: it loses relative accuracy as ``q → 0`` and returns ``+inf`` once ``1 − q``
+    rounds to 1 (``q ≲ 3·10⁻⁸`` in float32, ``6·10⁻¹⁷`` in float64), tail levels these laws are
+    inverted at; and it takes ``q``, not ``log q``.
+    """
     upper = log_sf < math.log(0.5)
     low_arg = jnp.where(upper, jnp.full_like(log_sf, -1.0), log_sf)
     return jnp.where(upper, -ndtri(jnp.exp(log_sf)), ndtri(-jnp.expm1(low_arg)))
@@ -217,7 +217,7 @@ class GPD(RewardLaw):
         return gpd_logsf(*self._args(x))
 
     def logcdf(self, x):
-        return _log1mexp(self.logsf(x))
+        return log1mexp(self.logsf(x))
 
     def bracket(self, log_sf):
         dtype = log_sf.dtype

@@ -40,7 +40,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.stats import norm
 
-from jaxsample._checks import check_array, check_choice, check_int, check_key, is_concrete
+from jaxsample._checks import (
+    check_array,
+    check_choice,
+    check_int,
+    check_key,
+    common_float_dtype,
+    is_concrete,
+)
 from jaxsample.kernels.betabinomial import log_binomial_ratio
 from jaxsample.kernels.extremes import (
     GPDFit,
@@ -51,6 +58,7 @@ from jaxsample.kernels.extremes import (
     gpd_logsf,
     log1p_ratio,
 )
+from jaxsample.kernels.logspace import log1mexp
 from jaxsample.kernels.roots import bisect
 from jaxsample.risk._laws import GPD, Empirical, Gumbel, Normal, RewardLaw
 
@@ -159,17 +167,6 @@ def _check_law(name, law):
         raise TypeError(f"{name} must be a reward law (jaxsample.risk.Normal, Gumbel, GPD or "
                         f"Empirical), got {type(law).__name__}")
     return law
-
-
-def _law_dtype(p_correct, *laws):
-    leaves = [leaf for leaf in jax.tree.leaves((p_correct, laws))
-              if hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
-              and not getattr(leaf, "weak_type", False)]
-    dtypes = {jax.dtypes.canonicalize_dtype(leaf.dtype) for leaf in leaves}
-    if len(dtypes) > 1:
-        raise TypeError(f"p_correct and the reward laws must share one floating dtype, got "
-                        f"{sorted(str(d) for d in dtypes)}")
-    return dtypes.pop() if dtypes else jax.dtypes.canonicalize_dtype(jnp.float64)
 
 
 def _check_probability(name, value):
@@ -361,7 +358,7 @@ def bon_accuracy(n, p_correct, correct: RewardLaw, incorrect: RewardLaw, *,
     num_nodes = check_int("num_nodes", num_nodes, 4)
     if num_nodes % 2:
         raise ValueError(f"num_nodes must be even, got {num_nodes}")
-    dtype = _law_dtype(p_correct, correct, incorrect)
+    dtype = common_float_dtype(p_correct=p_correct, correct=correct, incorrect=incorrect)
     return _bon_accuracy(n.astype(dtype), p.astype(dtype), correct, incorrect, num_nodes)
 
 
@@ -387,7 +384,7 @@ def _simulate_maxima(key, n, p, correct, incorrect, size):
     def maximum(key, law, count):
         log_u = jnp.log(jax.random.uniform(key, (size,), dtype, minval=tiny))
         safe = jnp.maximum(count, jnp.ones_like(count))
-        log_sf = jnp.log(-jnp.expm1(log_u / safe))  # P(max > x) = 1 − u^{1/K}
+        log_sf = log1mexp(log_u / safe)  # P(max > x) = 1 − u^{1/K}
         x = _law_quantile(law, log_sf)
         return jnp.where(count > 0, x, -jnp.inf)
 
@@ -468,7 +465,7 @@ def bon_simulate(key, n, p_correct, correct: RewardLaw, incorrect: RewardLaw, *,
     if n.shape != ():
         raise ValueError(f"n must be a scalar, got shape {n.shape}")
     num_trials = check_int("num_trials", num_trials, 1)
-    dtype = _law_dtype(p_correct, correct, incorrect)
+    dtype = common_float_dtype(p_correct=p_correct, correct=correct, incorrect=incorrect)
     if method == "direct":
         if isinstance(n_given, int | np.integer) and not isinstance(n_given, bool):
             n_static = int(n_given)

@@ -42,7 +42,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxsample._checks import check_array, check_choice, check_int, check_key, is_concrete
+from jaxsample._checks import (
+    check_array,
+    check_choice,
+    check_int,
+    check_key,
+    common_float_dtype,
+    is_concrete,
+)
 from jaxsample._solver import SolverStats
 from jaxsample.kernels import betabinomial as bb
 from jaxsample.kernels.roots import bisect
@@ -132,19 +139,6 @@ class SABERIntervalInfo(NamedTuple):
 # validation
 
 
-def _float_dtype(**values):
-    """The common floating dtype of the floating arrays among ``values`` (default float if none)."""
-    dtypes = {name: jax.dtypes.canonicalize_dtype(v.dtype) for name, v in values.items()
-              if hasattr(v, "dtype") and jnp.issubdtype(v.dtype, jnp.floating)
-              and not getattr(v, "weak_type", False)}
-    if len(set(dtypes.values())) > 1:
-        shown = ", ".join(f"{k}: {v}" for k, v in dtypes.items())
-        raise TypeError(f"floating arguments must share one dtype, got {shown}")
-    if dtypes:
-        return next(iter(dtypes.values()))
-    return jax.dtypes.canonicalize_dtype(jnp.float64)
-
-
 def _check_real(name, value, *, minimum=None, positive=False, below=None, integer=False):
     """A real array (any shape), value-checked when concrete; returns it unchanged."""
     if isinstance(value, bool):
@@ -180,7 +174,7 @@ def _check_counts(successes, trials):
             raise ValueError("successes must be <= trials; prompt "
                              f"{int(np.flatnonzero(np.broadcast_to(bad, successes.shape))[0])} "
                              "has more successes than trials")
-    dtype = _float_dtype(successes=successes, trials=trials)
+    dtype = common_float_dtype(successes=successes, trials=trials)
     trials = jnp.broadcast_to(trials.astype(dtype), successes.shape)
     return successes.astype(dtype), trials
 
@@ -189,7 +183,7 @@ def _check_beta(alpha, beta, pi0, dtype_values):
     _check_real("alpha", alpha, positive=True)
     _check_real("beta", beta, positive=True)
     _check_real("pi0", pi0, minimum=0, below=1)
-    dtype = _float_dtype(alpha=alpha, beta=beta, pi0=pi0, **dtype_values)
+    dtype = common_float_dtype(alpha=alpha, beta=beta, pi0=pi0, **dtype_values)
     return tuple(jnp.asarray(v).astype(dtype) for v in (alpha, beta, pi0)), dtype
 
 

@@ -1,7 +1,7 @@
 """Baselines for two-level softmax sampling: the exact softmax draw and uniform negatives.
 
 :func:`exact_sample` computes all N logits per query and draws from ``softmax(X q / tau)``, either
-by inverse CDF (one uniform per draw, :func:`jaxsample.kernels.logspace.categorical`) or by
+by inverse CDF (one uniform per draw, :func:`jaxsample.kernels.resampling.categorical`) or by
 ``jax.random.categorical`` (Gumbel-max: one Gumbel per item per draw); it is what a user picks
 when the two-level proposal is not wanted. :func:`uniform_sample` is the negative sampler of the
 simplest sampled-softmax losses.
@@ -24,7 +24,7 @@ from jaxsample._checks import (
     check_key,
 )
 from jaxsample.kernels.chunking import map_rows
-from jaxsample.kernels.logspace import categorical
+from jaxsample.kernels.resampling import categorical
 from jaxsample.softmax.two_level import SoftmaxInfo
 
 __all__ = ["METHODS", "exact_sample", "uniform_sample"]
@@ -77,7 +77,7 @@ def _exact_sample(key, embeddings, queries, temperature, num_samples, method, ch
         if method == "gumbel":
             draw = lambda k, lp: jax.random.categorical(k, lp, shape=(num_samples,))
         else:
-            draw = lambda k, lp: categorical(k, lp, (num_samples,))
+            draw = lambda k, lp: categorical(k, lp, num_samples)
         items = jax.vmap(draw)(keys, log_p)
         return items, jnp.take_along_axis(log_p, items, axis=1)
 
