@@ -240,3 +240,19 @@ def test_mmsold_flat_and_pytree_records_are_bitwise_equal():
     with pytest.raises(ValueError, match="structure, leaf shapes and dtypes of one record"):
         make(_as_two_leaves(data), bandwidth=0.4, smoothing=0.1, step_size=1e-2).init(
             {"a": jnp.zeros((8, 2), dtype), "b": jnp.zeros((8, 1), dtype)})
+
+
+def test_stopping_wrapper_flat_and_pytree_are_bitwise_equal(dtype):
+    from jaxsample.mcmc import adaptive_stop, sample_until_stopped
+
+    start = jax.random.normal(jax.random.key(9), (6, 3), dtype)
+    results = []
+    for ld, to_tree, from_tree in _FORMS:
+        # the stopping probability reads the position in the user's structure
+        stop = lambda x, from_tree=from_tree: jax.nn.sigmoid(jnp.sum(from_tree(x)) - 2.0)
+        wrapped = adaptive_stop(mala(ld, step_size=0.3), stop, max_steps=8)
+        positions, info = sample_until_stopped(jax.random.key(10), wrapped, to_tree(start))
+        assert jax.tree.leaves(positions)[0].shape[0] == 6
+        results.append((from_tree(positions), info.lengths, info.truncated, info.nonfinite))
+    assert int(results[0][1].max()) > 0
+    _assert_bitwise(results)

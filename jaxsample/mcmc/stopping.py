@@ -45,6 +45,7 @@ from jaxsample._checks import (
     check_int,
     check_key,
     check_number,
+    check_position,
     is_concrete,
 )
 from jaxsample.core import SamplingAlgorithm, Step, run_until
@@ -118,7 +119,8 @@ def _stop_kernel(key, state: StopState, base_step, stop_prob_fn, position_fn):
         key_stop, key_move = jax.random.split(key)
         x = position_fn(state.inner)
         sigma = jnp.asarray(stop_prob_fn(x))
-        dtype = sigma.dtype if jnp.issubdtype(sigma.dtype, jnp.floating) else x.dtype
+        dtype = (sigma.dtype if jnp.issubdtype(sigma.dtype, jnp.floating)
+                 else jax.tree.leaves(x)[0].dtype)
         live = ~state.done
         stop = live & (jax.random.uniform(key_stop, (), dtype) < sigma)
         at_cap = state.length >= state.max_steps
@@ -205,26 +207,33 @@ def sample_until_stopped(key: jax.Array, wrapped: SamplingAlgorithm,
     Args:
         key: PRNG key.
         wrapped: the result of :func:`adaptive_stop`.
-        initial_positions: ``(n, ...)``, one initial position per chain (draws of ``p₀``).
+        initial_positions: ``(n, ...)``, one initial position per chain (draws of ``p₀``); or a
+            pytree whose leaves have a leading ``n`` (one pytree position per chain, for a base
+            sampler that takes pytrees, such as :func:`~jaxsample.mcmc.mala`).
 
     Returns:
         ``(positions (n, ...), StopInfo)``: the terminal positions (``position_fn`` of the final
-        states) and the lengths, truncation and non-finite flags.
+        states, in the structure of the positions) and the lengths, truncation and non-finite
+        flags.
     """
     key = check_key("key", key)
     if not (isinstance(wrapped, SamplingAlgorithm) and isinstance(wrapped.step, Step)
             and wrapped.step.func is _stop_kernel):
         raise TypeError("wrapped must be the result of jaxsample.mcmc.adaptive_stop")
-    initial_positions = check_array("initial_positions", initial_positions, kind="numeric",
-                                    finite=True, min_rows=1)
+    initial_positions = check_position("initial_positions", initial_positions, batch_ndim=1,
+                                       kind="numeric")
+    num_chains = jax.tree.leaves(initial_positions)[0].shape[0]
+    if num_chains < 1:
+        raise ValueError("initial_positions needs at least 1 rows, got 0")
     states = jax.vmap(wrapped.init)(initial_positions)
-    chain_keys = jax.random.split(key, initial_positions.shape[0])
+    chain_keys = jax.random.split(key, num_chains)
     # a chain tests stopping once more after its last move: max_steps + 1 steps at most
     cap = jnp.max(states.max_steps) + 1
     final, run_info = jax.vmap(lambda k, state: run_until(
         k, wrapped, state, done_fn=_is_done, max_steps=cap))(chain_keys, states)
     positions = jax.vmap(wrapped.step.keywords["position_fn"])(final.inner)
-    finite = jnp.all(jnp.isfinite(positions).reshape(positions.shape[0], -1), axis=1)
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf).reshape(num_chains, -1), axis=1)
+                                for leaf in jax.tree.leaves(positions)]), axis=0)
     return positions, StopInfo(final.length, final.truncated | ~final.done,
                                run_info.nonfinite | ~finite)
 
