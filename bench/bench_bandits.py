@@ -108,9 +108,9 @@ def _rl(size):
             configs["UCBVI c=0.1"] = (run_ucbvi, dict(bonus_scale=0.1))
         keys = jax.random.split(jax.random.key(0), num_seeds)
         for label, (runner, kw) in configs.items():
-            fn = jax.jit(jax.vmap(lambda key, r=runner, kw=kw, m=mdp: r(key, m, num_episodes,
-                                                                         **kw)))
-            seconds, info = time_fn(fn, keys, repeats=1)
+            fn = jax.jit(jax.vmap(lambda key, r=runner, kw=kw, m=mdp: r(
+                key, m, num_episodes=num_episodes, **kw)))
+            seconds, (_, info) = time_fn(fn, keys, repeats=1)
             total = np.asarray(jnp.sum(info.regret, axis=1), np.float64)
             half = np.asarray(jnp.sum(info.regret[:, num_episodes // 2:], axis=1), np.float64)
             rows.append(Row(case, label, {
@@ -136,7 +136,8 @@ def _throughput(size):
     num_seeds, num_episodes = _THROUGHPUT[size]
     mdp = TabularMDP.riverswim(num_states=6, horizon=20)
     keys = jax.random.split(jax.random.key(3), num_seeds)
-    fn = jax.jit(jax.vmap(lambda key: run_psrl(key, mdp, num_episodes, variant="pi0")))
+    fn = jax.jit(jax.vmap(lambda key: run_psrl(key, mdp, num_episodes=num_episodes,
+                                                        variant="pi0")))
     seconds, _ = time_fn(fn, keys, repeats=2)
     rate = num_seeds * num_episodes / seconds
     row = Row("RiverSwim S=6 H=20", "π0-PSRL (vmapped seeds)", {

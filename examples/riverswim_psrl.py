@@ -43,7 +43,8 @@ def main(argv=None):
     keys = jax.random.split(jax.random.key(args.seed), args.num_seeds)
     curves, rows = {}, []
     for label, (runner, kw) in configs.items():
-        info = jax.vmap(lambda key, r=runner, kw=kw: r(key, mdp, args.num_episodes, **kw))(keys)
+        _, info = jax.vmap(lambda key, r=runner, kw=kw: r(key, mdp, num_episodes=args.num_episodes,
+                                                          **kw))(keys)
         cumulative = np.cumsum(np.asarray(info.regret, np.float64), axis=1)
         curves[label] = cumulative.mean(0)
         rows.append([label, cumulative[:, -1].mean(), float(np.mean(np.asarray(info.num_explore))),

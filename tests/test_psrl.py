@@ -95,11 +95,11 @@ def _indifferent_mdp():
 def test_all_actions_optimal_gives_zero_regret():
     mdp = _indifferent_mdp()
     key = jax.random.key(0)
-    runs = [run_psrl(key, mdp, _EPISODES, variant="psrl"),
-            run_psrl(key, mdp, _EPISODES, variant="pi0", disagreement="value_gap"),
-            run_psrl(key, mdp, _EPISODES, variant="pi0", store_trajectories=True),
-            run_ucbvi(key, mdp, _EPISODES)]
-    for info in runs:
+    runs = [run_psrl(key, mdp, num_episodes=_EPISODES, variant="psrl"),
+            run_psrl(key, mdp, num_episodes=_EPISODES, variant="pi0", disagreement="value_gap"),
+            run_psrl(key, mdp, num_episodes=_EPISODES, variant="pi0", store_trajectories=True),
+            run_ucbvi(key, mdp, num_episodes=_EPISODES)]
+    for _, info in runs:
         assert float(jnp.max(jnp.abs(info.regret))) <= 1e-5
         assert bool(jnp.all(info.optimal))
 
@@ -107,14 +107,14 @@ def test_all_actions_optimal_gives_zero_regret():
 def test_counts_grow_by_exactly_the_trajectory():
     mdp = TabularMDP.riverswim(num_states=3, horizon=4)
     start = jax.random.randint(jax.random.key(1), (1, 3, 2, 3), 0, 5)
-    info = run_psrl(jax.random.key(3), mdp, _EPISODES, variant="pi0", initial_counts=start,
-                    store_trajectories=True)
+    counts, info = run_psrl(jax.random.key(3), mdp, num_episodes=_EPISODES, variant="pi0",
+                            initial_counts=start, store_trajectories=True)
     states, actions = np.asarray(info.states), np.asarray(info.actions)
     expected = np.asarray(start).copy()
     for k in range(_EPISODES):
         for h in range(4):
             expected[0, states[k, h], actions[k, h], states[k, h + 1]] += 1
-    np.testing.assert_array_equal(np.asarray(info.counts), expected)
+    np.testing.assert_array_equal(np.asarray(counts), expected)
     assert np.all(states[:, 0] == 0)
 
 
@@ -123,9 +123,9 @@ def test_huge_counts_stop_disagreement():
     it fires (so the assertion can fail)."""
     mdp = TabularMDP.riverswim(num_states=3, horizon=4)
     huge = jnp.round(1e7 * mdp.transitions[:1]).astype(jnp.int32)
-    informed = run_psrl(jax.random.key(3), mdp, _EPISODES, variant="pi0", initial_counts=huge,
-                        store_trajectories=True)
+    _, informed = run_psrl(jax.random.key(3), mdp, num_episodes=_EPISODES, variant="pi0",
+                           initial_counts=huge, store_trajectories=True)
     assert not bool(jnp.any(informed.explored)) and bool(jnp.all(informed.optimal))
-    blank = run_psrl(jax.random.key(3), mdp, _EPISODES, variant="pi0",
-                     store_trajectories=True)
+    _, blank = run_psrl(jax.random.key(3), mdp, num_episodes=_EPISODES, variant="pi0",
+                        store_trajectories=True)
     assert bool(jnp.any(blank.explored))

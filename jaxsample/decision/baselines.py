@@ -72,13 +72,13 @@ def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes
     counts, (regret, optimal, states, actions) = jax.lax.scan(episode, initial_counts, keys)
     nonfinite = ~jnp.all(jnp.isfinite(regret)) | ~jnp.isfinite(v_star)
     explored = jnp.zeros((num_episodes,), bool)
-    return PSRLInfo(regret, explored, optimal, jnp.zeros((), jnp.int32), counts, states, actions,
-                    nonfinite)
+    return counts, PSRLInfo(regret, explored, optimal, jnp.zeros((), jnp.int32), states, actions,
+                            nonfinite)
 
 
-def run_ucbvi(key: jax.Array, mdp: TabularMDP, num_episodes: int, *, bonus_scale=1.0,
+def run_ucbvi(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, bonus_scale=1.0,
               delta=0.1, homogeneous: bool = True, initial_counts=None,
-              store_trajectories: bool = False) -> PSRLInfo:
+              store_trajectories: bool = False) -> tuple[jax.Array, PSRLInfo]:
     """UCBVI-Hoeffding for ``num_episodes`` episodes; the same record as :func:`run_psrl`.
 
     Args:
@@ -93,11 +93,13 @@ def run_ucbvi(key: jax.Array, mdp: TabularMDP, num_episodes: int, *, bonus_scale
         store_trajectories: as in :func:`run_psrl`.
 
     Returns:
-        :class:`~jaxsample.decision.PSRLInfo` (``explored`` all False, ``num_explore`` 0).
+        ``(counts, info)`` as :func:`~jaxsample.decision.run_psrl` (``info.explored`` all False,
+        ``info.num_explore`` 0).
 
     Example:
         >>> import jax
-        >>> info = run_ucbvi(jax.random.key(0), TabularMDP.riverswim(horizon=10), 20)
+        >>> counts, info = run_ucbvi(jax.random.key(0), TabularMDP.riverswim(horizon=10),
+        ...                          num_episodes=20)
         >>> info.regret.shape
         (20,)
     """

@@ -239,7 +239,6 @@ class PSRLInfo(NamedTuple):
             episode; for ``"psrl"``: recorded only).
         optimal: ``(K,)`` bool, the played policy's value equals ``V*`` (to 1e-6·H relative).
         num_explore: int32 exploration episodes.
-        counts: ``(Hc, S, A, S)`` int32 final transition counts (``Hc = 1`` when homogeneous).
         states: ``(K, H + 1)`` int32 trajectories (``(K, 0)`` unless ``store_trajectories``).
         actions: ``(K, H)`` int32 actions (``(K, 0)`` unless ``store_trajectories``).
         nonfinite: bool, a non-finite value appeared in a value or regret.
@@ -249,7 +248,6 @@ class PSRLInfo(NamedTuple):
     explored: jax.Array
     optimal: jax.Array
     num_explore: jax.Array
-    counts: jax.Array
     states: jax.Array
     actions: jax.Array
     nonfinite: jax.Array
@@ -330,8 +328,8 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
     counts, (regret, explored, optimal, states, actions) = jax.lax.scan(
         episode, initial_counts, keys)
     nonfinite = ~jnp.all(jnp.isfinite(regret)) | ~jnp.isfinite(v_star)
-    return PSRLInfo(regret, explored, optimal, jnp.sum(explored).astype(jnp.int32), counts,
-                    states, actions, nonfinite)
+    return counts, PSRLInfo(regret, explored, optimal, jnp.sum(explored).astype(jnp.int32),
+                            states, actions, nonfinite)
 
 
 def _check_common(key, mdp, num_episodes, initial_counts, homogeneous):
@@ -349,10 +347,11 @@ def _check_common(key, mdp, num_episodes, initial_counts, homogeneous):
     return key, num_episodes, initial_counts
 
 
-def run_psrl(key: jax.Array, mdp: TabularMDP, num_episodes: int, *, variant: str = "psrl",
+def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str = "psrl",
              explore_policy: str = "reference", disagreement: str = "reachable",
              reference_policy=None, prior=1.0, gap_threshold=1e-6, homogeneous: bool = True,
-             initial_counts=None, store_trajectories: bool = False) -> PSRLInfo:
+             initial_counts=None, store_trajectories: bool = False
+             ) -> tuple[jax.Array, PSRLInfo]:
     """PSRL or π0-PSRL for ``num_episodes`` episodes on ``mdp``; exact per-episode regret.
 
     See the module docstring for the algorithm. The whole run is one ``lax.scan`` over episodes
@@ -378,12 +377,14 @@ def run_psrl(key: jax.Array, mdp: TabularMDP, num_episodes: int, *, variant: str
         store_trajectories: also return every episode's states and actions.
 
     Returns:
+        ``(counts, info)``: the ``(Hc, S, A, S)`` int32 final transition counts (``Hc = 1`` when
+        homogeneous; pass them as ``initial_counts`` to continue learning) and a
         :class:`PSRLInfo`; the cumulative regret is ``jnp.cumsum(info.regret)``.
 
     Example:
         >>> import jax
         >>> mdp = TabularMDP.riverswim(horizon=10)
-        >>> info = run_psrl(jax.random.key(0), mdp, 50, variant="pi0")
+        >>> counts, info = run_psrl(jax.random.key(0), mdp, num_episodes=50, variant="pi0")
         >>> info.regret.shape, bool(info.regret.min() >= -1e-5)
         ((50,), True)
     """

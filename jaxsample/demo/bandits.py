@@ -44,7 +44,8 @@ def regret_curves(key, mdp, num_episodes, configs):
     """``{label: PSRLInfo}`` for ``configs = {label: run_psrl keyword arguments}``."""
     from jaxsample.decision import run_psrl
 
-    return {label: run_psrl(key, mdp, num_episodes, **kw) for label, kw in configs.items()}
+    return {label: run_psrl(key, mdp, num_episodes=num_episodes, **kw)[1]
+            for label, kw in configs.items()}
 
 
 def _run(key: jax.Array, outdir: Path) -> SectionReport:

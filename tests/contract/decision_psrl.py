@@ -12,12 +12,13 @@ def _mdp(dtype):
 
 def _run(dtype):
     mdp = _mdp(dtype)
-    return lambda key: decision.run_psrl(key, mdp, 6, variant="pi0", disagreement="value_gap")
+    return lambda key: decision.run_psrl(key, mdp, num_episodes=6, variant="pi0",
+                                        disagreement="value_gap")
 
 
 def _run_threshold(dtype):
     mdp = _mdp(dtype)
-    return lambda key, h: decision.run_psrl(key, mdp, 6, variant="pi0",
+    return lambda key, h: decision.run_psrl(key, mdp, num_episodes=6, variant="pi0",
                                             disagreement="value_gap", gap_threshold=h)
 
 
@@ -29,27 +30,26 @@ ENTRIES = [
         name="decision.psrl",
         module="jaxsample.decision.psrl",
         build=_run,
-        info=lambda info: info,
         hyper=_run_threshold,
         hyper_values=(1e-6, 0.05),
         bad_inputs=(
             BadInput(lambda: decision.TabularMDP(_P * 1.1, _R), ValueError, "transitions"),
             BadInput(lambda: decision.TabularMDP(_P, _R + 0.6), ValueError, "rewards"),
             BadInput(lambda: decision.TabularMDP(_P, _R[:1]), ValueError, "rewards"),
-            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), 0),
+            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), num_episodes=0),
                      ValueError, "num_episodes"),
-            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), 3,
+            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), num_episodes=3,
                                                variant="opsrl"), ValueError, "variant"),
-            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), 3,
+            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), num_episodes=3,
                                                disagreement="some"), ValueError, "disagreement"),
-            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), 3,
+            BadInput(lambda: decision.run_psrl(KEY, decision.TabularMDP(_P, _R), num_episodes=3,
                                                reference_policy=np.ones((2, 3))), ValueError,
                      "reference_policy"),
-            BadInput(lambda: decision.run_psrl(KEY, "riverswim", 3), TypeError, "mdp"),
+            BadInput(lambda: decision.run_psrl(KEY, "riverswim", num_episodes=3), TypeError, "mdp"),
         ),
-        note="run_psrl(key, mdp, num_episodes, *, variant, explore_policy, disagreement, "
-             "reference_policy) -> PSRLInfo with exact per-episode regret; gap_threshold (the "
-             "value-gap test's ε) is traced; UCBVI (baselines) shares PSRLInfo and is exercised "
+        note="run_psrl(key, mdp, *, num_episodes, variant, explore_policy, disagreement, "
+             "reference_policy) -> (counts, PSRLInfo) with exact per-episode regret; "
+             "gap_threshold (the value-gap test's ε) is traced; UCBVI (baselines) shares PSRLInfo and is exercised "
              "in tests/test_psrl.py",
     ),
 ]
