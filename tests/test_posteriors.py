@@ -44,6 +44,7 @@ def test_reference_quality(name):
         assert str(ref["method"]) == "nuts"
         assert ref["ess"].min() >= 4000 and ref["ess_sd"].min() >= 4000
         assert ref["rhat"].max() < 1.01
+        assert int(ref["num_divergent"]) <= 1e-3 * int(ref["num_chains"]) * int(ref["num_draws"])
         np.testing.assert_allclose(ref["mean_se"], ref["sd"] / np.sqrt(ref["ess"]))
         assert int(ref["num_gradient_evals"]) > int(ref["num_gradient_evals_sampling"]) > 0
     else:
@@ -127,6 +128,8 @@ def test_evaluate_metrics():
     shifted = bench_posteriors.evaluate(x + ref["sd"], post, ref)
     assert shifted["mean_bias2"] == pytest.approx(1.0)
     assert shifted["energy"] > m["energy"]
+    broken = bench_posteriors.evaluate(np.concatenate([x, np.full((3, 2), np.nan)]), post, ref)
+    assert broken["nonfinite"] == 3 and broken["sd_ratio"] == pytest.approx(1.0)
 
 
 def test_etd_cost_counts():
