@@ -1,4 +1,4 @@
-"""The centred scaled Stiefel manifold of moment-matching particle systems (MM-SOLD).
+r"""The centred scaled Stiefel manifold of moment-matching particle systems (MM-SOLD).
 
 :math:`\mathcal M = \{Y \in \mathbb R^{B\times d} : \mathbb 1^\top Y = 0,\; Y^\top Y = B I_d\}`:
 ``B`` particles in ``d`` dimensions whose empirical mean is 0 and covariance the identity.
