@@ -125,8 +125,8 @@ def _exact_rule_bound(logpi, points, step_size, init_std, max_steps):
     lp0 = -0.5 * (points**2).sum(1) / init_std**2
     p0 = np.exp(lp0 - np.logaddexp.reduce(lp0))
     with jax.enable_x64(True):
-        _, _, length = optimal_stop_tabular(k, p0, pi)
-    length = float(length)
+        _, info = optimal_stop_tabular(k, p0, pi)
+    length = float(info.expected_length)
     matched = max(int(round(length)), 1)
     law, tv_matched, needed = p0, None, None
     for t in range(1, max_steps + 1):

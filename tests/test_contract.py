@@ -1,12 +1,13 @@
 """The one contract test: every method in the registry, the same checks (see tests/contract/).
 
-Adding a method: write ``tests/contract/<family>_<module>.py`` with ``ENTRIES`` and add its name
-to ``_MODULES`` below. ``test_registry_covers_every_method_module`` fails until every
-method module of every family has an entry.
+Adding a method: write ``tests/contract/<family>_<module>.py`` with ``ENTRIES`` (the files are
+discovered). ``test_registry_covers_every_method_module`` fails until every method module of
+every family has an entry.
 """
 
 import importlib
 import pathlib
+import pkgutil
 
 import chex
 import jax
@@ -17,28 +18,9 @@ from contract import KEY
 
 import jaxsample.core
 
-# one line per registry file (tests/contract/<family>_<module>.py)
-_MODULES = [importlib.import_module(f"contract.{name}") for name in (
-    "choice_alien",
-    "choice_pluralism",
-    "decision_bo",
-    "decision_dueling",
-    "decision_psrl",
-    "diffusion_guidance",
-    "diffusion_shs",
-    "diffusion_vmf",
-    "gaussian_resolvent",
-    "mcmc_mala",
-    "mcmc_stopping",
-    "mcmc_tempering",
-    "particles_etd",
-    "particles_mmsold",
-    "risk_best_of_n",
-    "risk_saber",
-    "softmax_two_level",
-    "subset_coverage",
-    "subset_leverage",
-)]
+# every registry file tests/contract/<family>_<module>.py, discovered (no hand list)
+_MODULES = [importlib.import_module(f"contract.{info.name}") for info in
+            pkgutil.iter_modules([str(pathlib.Path(__file__).parent / "contract")])]
 
 REGISTRY = [entry for module in _MODULES for entry in module.ENTRIES]
 _FAMILIES = ("particles", "diffusion", "gaussian", "softmax", "subset", "risk", "decision",

@@ -73,8 +73,11 @@ def test_optimal_classifier_is_exact_and_minimal(problem, which, x64):
     k = reversible if which == "reversible" else biased
     if which == "biased":
         assert np.abs(pi @ k - pi).max() > 1e-2  # the kernel does not leave π invariant
-    sigma, occupation, length = optimal_stop_tabular(k, p0, pi)
-    terminal, occ, length_direct = terminal_law(k, p0, sigma)
+    sigma, info = optimal_stop_tabular(k, p0, pi)
+    occupation, length = info.occupation, info.expected_length
+    terminal, direct = terminal_law(k, p0, sigma)
+    occ, length_direct = direct.occupation, direct.expected_length
+    assert not bool(info.nonfinite) and not bool(direct.nonfinite)
     np.testing.assert_allclose(terminal, pi, rtol=0, atol=1e-13)
     np.testing.assert_allclose(occ, occupation, rtol=1e-11)
     # E[L] = ΣG − 1 equals Σ G(1 − σ) and the terminal law's own count
@@ -86,28 +89,32 @@ def test_optimal_classifier_is_exact_and_minimal(problem, which, x64):
     stationary = np.linalg.solve((np.eye(N) - k + 1.0).T, np.ones(N))
     wider = occupation + 0.5 * stationary
     sigma_wide = pi / wider
-    terminal_wide, _, length_wide = terminal_law(k, p0, sigma_wide)
+    terminal_wide, wide = terminal_law(k, p0, sigma_wide)
+    length_wide = wide.expected_length
     np.testing.assert_allclose(terminal_wide, pi, atol=1e-13)
     assert float(length_wide) > float(length) + 0.4
 
 
 def test_poisson_cross_check_and_sanity_cases(problem, x64):
     pi, k, _, p0 = problem
-    sigma, _, _ = optimal_stop_tabular(k, p0, pi)
+    sigma, _ = optimal_stop_tabular(k, p0, pi)
     # reversible: (I − K)h = p0/π − 1, min h = 1, σ* = 1/h (least squares: the system is singular)
     h = np.linalg.lstsq(np.eye(N) - k, p0 / pi - 1, rcond=None)[0]
     h = h - h.min() + 1
     np.testing.assert_allclose(sigma, 1 / h, rtol=1e-9)
     # p0 = π needs no move
-    sigma_pi, _, length_pi = optimal_stop_tabular(k, pi, pi)
+    sigma_pi, info_pi = optimal_stop_tabular(k, pi, pi)
+    length_pi = info_pi.expected_length
     np.testing.assert_allclose(sigma_pi, 1.0, atol=1e-12)
     assert abs(float(length_pi)) < 1e-12
     # σ ≡ 1 returns p0; constant σ = s: E[L] = (1 − s)/s, p_T = s p0 (I − (1 − s)K)^{-1}
-    terminal, _, length = terminal_law(k, p0, np.ones(N))
+    terminal, info = terminal_law(k, p0, np.ones(N))
+    length = info.expected_length
     np.testing.assert_allclose(terminal, p0, atol=1e-15)
     assert float(length) == 0.0
     s = 0.3
-    terminal, _, length = terminal_law(k, p0, np.full(N, s))
+    terminal, info = terminal_law(k, p0, np.full(N, s))
+    length = info.expected_length
     np.testing.assert_allclose(length, (1 - s) / s, rtol=1e-12)
     np.testing.assert_allclose(terminal, s * np.linalg.solve((np.eye(N) - (1 - s) * k).T, p0),
                                rtol=1e-11)
@@ -125,7 +132,8 @@ def _tabular_chain(k):
 def test_monte_carlo_terminal_law_and_length(problem, x64):
     """σ* on the biased chain: terminal histogram ~ π (χ², p = 1e-3), mean length z-test."""
     pi, _, k, p0 = problem
-    sigma, occupation, length = optimal_stop_tabular(k, p0, pi)
+    sigma, tabular = optimal_stop_tabular(k, p0, pi)
+    occupation, length = tabular.occupation, tabular.expected_length
     sigma = jnp.asarray(sigma)
     wrapped = adaptive_stop(_tabular_chain(k), lambda i: sigma[i], max_steps=2000)
     n = 2000
@@ -201,7 +209,7 @@ def test_learned_table_classifier_converges_to_optimal(x64):
     p0 = np.ones(8)
     p0[2:6] = 3.0
     p0 /= p0.sum()
-    sigma_star, _, _ = optimal_stop_tabular(k, p0, pi)
+    sigma_star, _ = optimal_stop_tabular(k, p0, pi)
     log_pi, log_p0 = jnp.log(jnp.asarray(pi)), jnp.log(jnp.asarray(p0))
     start = jax.random.choice(jax.random.key(0), 8, (64,), p=jnp.asarray(p0)).astype(jnp.int32)
     net, info = train_stopping(

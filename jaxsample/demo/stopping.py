@@ -42,8 +42,9 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
 
     with jax.enable_x64(True):
         k, p0, pi = _bimodal_problem()
-        sigma, _, length = optimal_stop_tabular(k, p0, pi)
-        p_t, _, _ = terminal_law(k, p0, sigma)
+        sigma, info = optimal_stop_tabular(k, p0, pi)
+        length = info.expected_length
+        p_t, _ = terminal_law(k, p0, sigma)
         mean_length = float(length)
         tv_star = 0.5 * float(np.abs(np.asarray(p_t) - pi).sum())
         lengths = np.unique(np.geomspace(1, 8 * mean_length, 25).astype(int))
@@ -55,7 +56,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
         matched = int(round(mean_length))
         fixed_matched = 0.5 * np.abs(p0 @ np.linalg.matrix_power(k, matched) - pi).sum()
         s = 1.0 / (1.0 + mean_length)  # E[L] = (1 − s)/s
-        p_const, _, _ = terminal_law(k, p0, np.full(30, s))
+        p_const, _ = terminal_law(k, p0, np.full(30, s))
         const_tv = 0.5 * float(np.abs(np.asarray(p_const) - pi).sum())
 
         x = np.linspace(-2.5, 2.5, 700)

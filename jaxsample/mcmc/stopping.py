@@ -12,15 +12,18 @@ non-acyclic GFlowNets*, arXiv:2606.16073 (2026). A chain starts at ``X₀ ~ p₀
 Asking ``p_T = π`` gives ``G(I − K) = p₀ − πK``, solvable for any irreducible ``K`` (π-invariant
 or not: the classifier absorbs a biased kernel's error). Its solutions are ``G₀ + t·π_K``; the
 smallest feasible ``t`` (``G ≥ π``) gives the minimal-flow, hence shortest, exact classifier
-``σ* = π/G*`` (:func:`optimal_stop_tabular`). For a π-reversible kernel ``G = π h`` with the
-Poisson equation ``(I − K)h = p₀/π − 1`` and ``σ* = 1/h``, ``min h = 1``: the form
-:func:`train_stopping` learns with an equinox network in continuous spaces.
+``σ* = π/G*`` (:func:`~jaxsample.mcmc.stopping_tabular.optimal_stop_tabular`). For a
+π-reversible kernel ``G = π h`` with the Poisson equation ``(I − K)h = p₀/π − 1`` and
+``σ* = 1/h``, ``min h = 1``: the form :func:`train_stopping` learns with an equinox network in
+continuous spaces.
 
 * :func:`adaptive_stop` wraps any :class:`~jaxsample.SamplingAlgorithm` (and a BlackJAX kernel
   through a two-line adapter) into a stopped chain; :func:`sample_until_stopped` runs a batch of
   them to termination through :func:`jaxsample.run_until` (one ``lax.while_loop``, vmapped
   over chains) with a length cap.
-* :func:`optimal_stop_tabular` and :func:`terminal_law` are the exact finite-state solvers.
+* :func:`~jaxsample.mcmc.stopping_tabular.optimal_stop_tabular` and
+  :func:`~jaxsample.mcmc.stopping_tabular.terminal_law` are the exact finite-state solvers
+  (module :mod:`jaxsample.mcmc.stopping_tabular`).
 * :func:`train_stopping` fits ``σ_θ = 1/h_θ`` by the Poisson/TD loss with two independent moves
   plus a minimal-flow penalty, over any π-reversible base kernel (MALA by default in the
   examples). The net learns ``h_θ = 1 + s·exp(model)`` around the Poisson source
@@ -46,7 +49,6 @@ from jaxsample._checks import (
     check_key,
     check_number,
     check_position,
-    is_concrete,
 )
 from jaxsample.core import SamplingAlgorithm, Step, run_until
 
@@ -57,10 +59,8 @@ __all__ = [
     "StoppingNet",
     "StoppingTrainInfo",
     "adaptive_stop",
-    "optimal_stop_tabular",
     "poisson_td_loss",
     "sample_until_stopped",
-    "terminal_law",
     "train_stopping",
 ]
 
@@ -240,133 +240,6 @@ def sample_until_stopped(key: jax.Array, wrapped: SamplingAlgorithm,
 
 def _is_done(state: StopState) -> jax.Array:
     return state.done
-
-
-# ---------------------------------------------------------------------------------------------
-# exact finite-state solvers
-
-
-def _row_tolerance(dtype):
-    return 1e-8 if dtype == np.float64 else 1e-4
-
-
-def _check_probs(name, value, n):
-    value = check_array(name, value, shape=(n,), finite=True)
-    if is_concrete(value):
-        host = np.asarray(value)
-        if np.any(host < 0) or abs(host.sum() - 1) > n * _row_tolerance(host.dtype):
-            raise ValueError(f"{name} must be non-negative and sum to 1, got sum {host.sum()}")
-    return value
-
-
-def _check_transition(transition):
-    transition = check_array("transition", transition, ndim=2, finite=True)
-    n = transition.shape[0]
-    if transition.shape != (n, n) or n < 1:
-        raise ValueError(f"transition must be a square (n, n) matrix, got {transition.shape}")
-    if is_concrete(transition):
-        host = np.asarray(transition)
-        rows = host.sum(axis=1)
-        if np.any(host < 0) or np.max(np.abs(rows - 1)) > n * _row_tolerance(host.dtype):
-            raise ValueError("transition must be row-stochastic (non-negative rows summing to 1);"
-                             f" worst row sum {rows[np.argmax(np.abs(rows - 1))]}")
-    return transition
-
-
-def _common_dtype(*arrays):
-    return jnp.result_type(*(a.dtype for a in arrays))
-
-
-def optimal_stop_tabular(transition, init_probs, target_probs
-                         ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    r"""The exact minimal-flow stopping classifier ``σ* = π/G*`` on a finite state space.
-
-    Solves ``G(I − K) = p₀ − πK`` (row vectors) by
-    ``π_K = 𝟙ᵀ(I − K + 𝟙𝟙ᵀ)⁻¹`` (the stationary law of ``K``),
-    ``G₀ = (p₀ − πK)(I − K + 𝟙π_K)⁻¹`` (fundamental matrix), and
-    ``G* = G₀ + t*π_K`` with ``t* = max_x (π(x) − G₀(x))/π_K(x)``, the least flow with
-    ``G* ≥ π``. Then ``σ*G* = π`` exactly (for any irreducible ``K``, π-invariant or not),
-    ``max σ* = 1``, and ``E[L] = ΣG* − 1`` is the least of all exact classifiers. Two dense
-    ``jnp.linalg.solve`` calls; use float64 (``jax.config.update("jax_enable_x64", True)``) for
-    round-off-exact results. Jittable; ``vmap`` over problems of one size.
-
-    Args:
-        transition: ``(n, n)`` row-stochastic, irreducible.
-        init_probs: ``(n,)`` initial law ``p₀``.
-        target_probs: ``(n,)`` target ``π``.
-
-    Returns:
-        ``(sigma (n,), occupation G* (n,), expected_length)``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from jaxsample.mcmc import optimal_stop_tabular, terminal_law
-        >>> K = jnp.array([[0.5, 0.5, 0.0], [0.25, 0.5, 0.25], [0.0, 0.5, 0.5]])
-        >>> pi, p0 = jnp.array([0.25, 0.5, 0.25]), jnp.array([1.0, 0.0, 0.0])
-        >>> sigma, G, length = optimal_stop_tabular(K, p0, pi)
-        >>> p_T, _, _ = terminal_law(K, p0, sigma)
-        >>> [round(float(v), 6) for v in p_T]
-        [0.25, 0.5, 0.25]
-    """
-    transition = _check_transition(transition)
-    n = transition.shape[0]
-    init_probs = _check_probs("init_probs", init_probs, n)
-    target_probs = _check_probs("target_probs", target_probs, n)
-    dtype = _common_dtype(transition, init_probs, target_probs)
-    return _optimal_stop(transition.astype(dtype), init_probs.astype(dtype),
-                         target_probs.astype(dtype))
-
-
-@jax.jit
-def _optimal_stop(transition, init_probs, target_probs):
-    with jax.named_scope("optimal_stop_tabular"):
-        n = transition.shape[0]
-        eye = jnp.eye(n, dtype=transition.dtype)
-        ones = jnp.ones((n,), transition.dtype)
-        base = eye - transition
-        stationary = jnp.linalg.solve((base + 1.0).T, ones)
-        rhs = init_probs - target_probs @ transition
-        g0 = jnp.linalg.solve((base + jnp.outer(ones, stationary)).T, rhs)
-        ratio = jnp.where(stationary > 0, (target_probs - g0) / stationary, -jnp.inf)
-        occupation = g0 + jnp.max(ratio) * stationary
-        sigma = jnp.where(occupation > 0, jnp.clip(target_probs / occupation, 0.0, 1.0), 1.0)
-        return sigma, occupation, jnp.sum(occupation) - 1.0
-
-
-def terminal_law(transition, init_probs, sigma) -> tuple[jax.Array, jax.Array, jax.Array]:
-    r"""The exact terminal law of the stopped chain: ``p_T = p₀(I − D_{1−σ}K)⁻¹ D_σ``.
-
-    Also returns the occupation ``G = p₀(I − D_{1−σ}K)⁻¹`` and ``E[L] = Σ_x G(x)(1 − σ(x))``
-    (``= ΣG − 1`` when the chain stops almost surely). One ``jnp.linalg.solve``; float64 for
-    round-off-exact values.
-
-    Args:
-        transition: ``(n, n)`` row-stochastic.
-        init_probs: ``(n,)`` initial law.
-        sigma: ``(n,)`` stopping probabilities in ``[0, 1]``, positive on every recurrent class.
-
-    Returns:
-        ``(terminal_probs (n,), occupation (n,), expected_length)``.
-    """
-    transition = _check_transition(transition)
-    n = transition.shape[0]
-    init_probs = _check_probs("init_probs", init_probs, n)
-    sigma = check_array("sigma", sigma, shape=(n,), finite=True)
-    if is_concrete(sigma) and (np.any(np.asarray(sigma) < 0) or np.any(np.asarray(sigma) > 1)):
-        raise ValueError(f"sigma must lie in [0, 1], got range [{float(np.min(sigma))}, "
-                         f"{float(np.max(sigma))}]")
-    dtype = _common_dtype(transition, init_probs, sigma)
-    return _terminal(transition.astype(dtype), init_probs.astype(dtype), sigma.astype(dtype))
-
-
-@jax.jit
-def _terminal(transition, init_probs, sigma):
-    with jax.named_scope("terminal_law"):
-        n = transition.shape[0]
-        continuing = (1.0 - sigma)[:, None] * transition
-        occupation = jnp.linalg.solve((jnp.eye(n, dtype=transition.dtype) - continuing).T,
-                                      init_probs)
-        return occupation * sigma, occupation, jnp.sum(occupation * (1.0 - sigma))
 
 
 # ---------------------------------------------------------------------------------------------

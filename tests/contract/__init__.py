@@ -1,7 +1,7 @@
 """The contract-test registry: one small configuration per method (Optax's ``float64_test`` style).
 
 Each method module adds a file ``tests/contract/<family>_<module>.py`` defining ``ENTRIES``, a list
-of :class:`Entry`, and its name in ``_MODULES`` of ``tests/test_contract.py``. The parametrised
+of :class:`Entry`; ``tests/test_contract.py`` discovers the files. The parametrised
 tests there then check, for every entry: float32 and float64 preserved; ``jit`` equals eager and
 compiles once (``chex.assert_max_traces``); ``vmap`` over keys equals per-key calls; the float
 hyper-parameter is traced (``vmap`` over it works, for iterative samplers two values share one

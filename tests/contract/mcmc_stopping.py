@@ -8,13 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from contract import BadInput, Entry
-from jaxsample.mcmc import (
-    adaptive_stop,
-    mala,
-    optimal_stop_tabular,
-    sample_until_stopped,
-    terminal_law,
-)
+from jaxsample.mcmc import adaptive_stop, mala, sample_until_stopped
 
 
 def _logdensity(x):
@@ -39,8 +33,6 @@ def _hyper(dtype):
     return lambda key, step_size: _run(key, dtype, step_size)
 
 
-_K = np.array([[0.5, 0.5], [0.5, 0.5]])
-_P = np.array([0.5, 0.5])
 _ALG = mala(_logdensity, step_size=0.5)
 
 ENTRIES = [Entry(
@@ -50,11 +42,6 @@ ENTRIES = [Entry(
     hyper=_hyper,
     hyper_values=(0.3, 0.5),
     bad_inputs=(
-        BadInput(lambda: optimal_stop_tabular(np.array([[0.5, 0.6], [0.5, 0.5]]), _P, _P),
-                 ValueError, "transition"),
-        BadInput(lambda: terminal_law(_K, _P, np.array([0.5, 1.5])), ValueError, "sigma"),
-        BadInput(lambda: optimal_stop_tabular(_K, np.array([0.7, 0.7]), _P), ValueError,
-                 "init_probs"),
         BadInput(lambda: adaptive_stop(_ALG, _stop, max_steps=0), ValueError, "max_steps"),
         BadInput(lambda: adaptive_stop(_ALG, 0.3, max_steps=3), TypeError, "stop_prob_fn"),
         BadInput(lambda: mala(_logdensity, step_size=-1.0), ValueError, "step_size"),
