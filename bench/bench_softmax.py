@@ -1,7 +1,7 @@
 """Two-level softmax sampling (2LS, S-2LS, SD-2LS): draws, k-means index build, sampled-softmax
 training.
 
-Synthetic clustered embeddings (``jaxsample.demo.softmax.clustered_embeddings``), d = 64:
+Synthetic clustered embeddings (``jaxsample.datasets.clustered_embeddings``), d = 64:
 ~sqrt(N) Gaussian clusters with log-normal sizes (imbalanced) and varied, anisotropic spread, so
 the within-cluster score spread is comparable to the spread of centroid scores. Query-dependent
 logits s_i = q·x_i / tau, random queries of norm 2.
@@ -33,7 +33,7 @@ import numpy as np
 from harness import BenchTable, Row, time_fn
 
 from jaxsample import softmax
-from jaxsample.demo.softmax import clustered_embeddings
+from jaxsample.datasets import clustered_embeddings
 from jaxsample.kernels.kmeans import kmeans
 from jaxsample.softmax import baselines
 

@@ -33,7 +33,7 @@ import numpy as np
 import optax
 
 from jaxsample import softmax
-from jaxsample.demo.softmax import clustered_embeddings
+from jaxsample.datasets import clustered_embeddings
 from jaxsample.softmax import baselines
 
 METHODS = ("full", "uniform", "2ls", "s", "sd")

@@ -22,7 +22,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from jaxsample import softmax
-from jaxsample.demo.softmax import clustered_embeddings, total_variation
+from jaxsample.datasets import clustered_embeddings
+
+
+def total_variation(index, queries, variant, temperature=1.0):
+    """Exact TV(p, q) per query by enumeration over all N items."""
+    p = jnp.exp(softmax.exact_log_probs(index, queries, temperature=temperature))
+    q = jnp.exp(softmax.proposal_log_probs(index, queries, variant=variant,
+                                           temperature=temperature))
+    return 0.5 * jnp.sum(jnp.abs(p - q), axis=-1)
 
 
 def main(argv=None):

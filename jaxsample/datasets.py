@@ -1,22 +1,42 @@
-"""Small synthetic training sets for generative samplers (deterministic given a key).
+"""Small synthetic data sets (deterministic given a key), shared by the demo, bench/ and examples/.
+
+Training sets for generative samplers, each a ``(num_samples, d)`` array of the requested
+floating ``dtype``:
 
 - :func:`checkerboard`: uniform on the 8 dark squares of a 4x4 board on ``[-2, 2]^2``;
 - :func:`two_spirals`: two interleaved noisy spiral arms (the FFJORD / flow-matching toy set);
 - :func:`latent_mixture`: a 64-d Gaussian mixture with a decaying spectrum, a stand-in for the
   latent codes of an autoencoder.
 
-Each returns a ``(num_samples, d)`` array of the requested floating ``dtype``; the same key always
-gives the same points.
+Clustered tables, drawn on the host with NumPy (:func:`host_generator`: any size, no
+compilation):
+
+- :func:`clustered_embeddings`: imbalanced, anisotropic Gaussian clusters (two-level softmax);
+- :func:`imbalanced_clusters`: Zipf-sized Gaussian clusters, and :func:`random_fourier_features`
+  to map them into a Gaussian kernel's feature space (diverse-subset selection).
+
+The same key always gives the same points.
 """
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsample._checks import check_int
 
-__all__ = ["checkerboard", "latent_mixture", "two_spirals"]
+__all__ = [
+    "checkerboard",
+    "clustered_embeddings",
+    "host_generator",
+    "imbalanced_clusters",
+    "latent_mixture",
+    "random_fourier_features",
+    "two_spirals",
+]
 
 
 def _check(num_samples, dtype):
@@ -90,3 +110,93 @@ def latent_mixture(key: jax.Array, num_samples: int, dim: int = 64, num_componen
     scales = jnp.sqrt(0.5 / jnp.sqrt(1 + jnp.arange(dim, dtype=dtype)))
     return means[component] + scales[None, :] * jax.random.normal(key_noise, (num_samples, dim),
                                                                   dtype)
+
+
+def host_generator(key) -> np.random.Generator:
+    """A NumPy generator seeded by a JAX key: host-side data generation needs no compilation, and
+    the same key gives the same generator."""
+    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+
+
+
+
+def clustered_embeddings(key, num_items: int, dim: int, num_clusters: int | None = None):
+    """Synthetic item table with imbalanced, anisotropic Gaussian clusters (drawn with NumPy,
+    seeded from ``key``: cheap at any size, no compilation).
+
+    ``K = round(sqrt(N))`` clusters by default, log-normal sizes, centres ``N(0, 9/d I)``, within
+    spread ``sigma_c in [0.2, 1.2] * 3/sqrt(d)`` per coordinate plus a random direction stretched
+    by up to 3, so within-cluster score spread is comparable to the spread of centroid scores.
+
+    Returns:
+        ``(embeddings (N, d) float32, cluster_ids (N,) int32)``, ids sorted.
+    """
+    k = num_clusters or max(2, round(math.sqrt(num_items)))
+    rng = host_generator(key)
+    weights = np.exp(rng.standard_normal(k))
+    sizes = np.maximum(1, np.floor(num_items * weights / weights.sum()).astype(int))
+    sizes[np.argmax(sizes)] += num_items - sizes.sum()
+    ids = np.repeat(np.arange(k), sizes).astype(np.int32)
+    scale = np.float32(3.0 / math.sqrt(dim))
+    centres = scale * rng.standard_normal((k, dim), dtype=np.float32)
+    spread = scale * rng.uniform(0.2, 1.2, k).astype(np.float32)
+    directions = rng.standard_normal((k, dim), dtype=np.float32)
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    stretch = rng.uniform(0.0, 3.0, k).astype(np.float32)
+    x = centres[ids]
+    x += spread[ids, None] * rng.standard_normal((num_items, dim), dtype=np.float32)
+    x += (stretch[ids] * rng.standard_normal(num_items, dtype=np.float32))[:, None] * \
+        directions[ids]
+    return jnp.asarray(x), jnp.asarray(ids)
+
+
+
+
+def imbalanced_clusters(key, num_points: int, dim: int, *, num_clusters: int = 50,
+                        exponent: float = 1.0, spread: float = 0.5, centre_scale: float = 1.0,
+                        dtype=np.float32):
+    """Gaussian clusters with Zipf sizes: cluster ``c`` holds a share ``∝ 1/(c + 1)^exponent``.
+
+    Centres are ``centre_scale`` times independent unit vectors (``dim >= 3``) or ``N(0, I)``
+    points (``dim < 3``); points are ``centre + spread · N(0, I/dim)``. Every cluster has at least
+    one point. Rows come in random order (as in a corpus, so consecutive batches mix clusters).
+    Drawn with NumPy from a generator seeded by ``key`` (same key, same points).
+
+    Returns:
+        ``(points (num_points, dim), labels (num_points,) int32)`` NumPy arrays.
+
+    Example:
+        >>> import jax
+        >>> x, labels = imbalanced_clusters(jax.random.key(0), 1000, 8, num_clusters=5)
+        >>> import numpy as np
+        >>> x.shape, np.bincount(labels).tolist()
+        ((1000, 8), [441, 218, 145, 109, 87])
+    """
+    share = 1.0 / np.arange(1, num_clusters + 1) ** exponent
+    sizes = np.maximum(1, np.floor(num_points * share / share.sum()).astype(int))
+    sizes[0] += num_points - sizes.sum()
+    rng = host_generator(key)
+    labels = rng.permutation(np.repeat(np.arange(num_clusters), sizes)).astype(np.int32)
+    centres = rng.standard_normal((num_clusters, dim))
+    if dim >= 3:
+        centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    points = rng.standard_normal((num_points, dim), dtype=np.float32).astype(dtype)
+    points *= spread / math.sqrt(dim)
+    points += (centre_scale * centres).astype(dtype)[labels]
+    return points, labels
+
+
+
+
+def random_fourier_features(key, points, num_features: int, bandwidth: float) -> np.ndarray:
+    """``φ(x) = √(2/m) cos(Wx + b)``, ``W ~ N(0, I/bandwidth²)``, ``b ~ U[0, 2π)`` (NumPy).
+
+    ``φ(x)·φ(y) ≈ exp(−‖x − y‖² / (2 bandwidth²))`` (Rahimi & Recht 2007), so cosine geometry on
+    the features is about Gaussian-kernel geometry on the points.
+    """
+    rng = host_generator(key)
+    points = np.asarray(points)
+    weights = rng.standard_normal((points.shape[1], num_features)) / bandwidth
+    phase = rng.uniform(0.0, 2 * math.pi, num_features)
+    features = math.sqrt(2.0 / num_features) * np.cos(points @ weights + phase)
+    return features.astype(points.dtype)

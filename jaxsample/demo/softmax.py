@@ -7,7 +7,6 @@ self-normalised importance sampling with the returned log q, which removes the r
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import jax
@@ -15,40 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsample import softmax
+from jaxsample.datasets import clustered_embeddings
 from jaxsample.demo import Section, SectionReport
 from jaxsample.kernels import softmax as kernel
 
 _NAMES = {"2ls": "2LS", "s": "S-2LS", "sd": "SD-2LS"}
-
-
-def clustered_embeddings(key, num_items: int, dim: int, num_clusters: int | None = None):
-    """Synthetic item table with imbalanced, anisotropic Gaussian clusters (drawn with NumPy,
-    seeded from ``key``: cheap at any size, no compilation).
-
-    ``K = round(sqrt(N))`` clusters by default, log-normal sizes, centres ``N(0, 9/d I)``, within
-    spread ``sigma_c in [0.2, 1.2] * 3/sqrt(d)`` per coordinate plus a random direction stretched
-    by up to 3, so within-cluster score spread is comparable to the spread of centroid scores.
-
-    Returns:
-        ``(embeddings (N, d) float32, cluster_ids (N,) int32)``, ids sorted.
-    """
-    k = num_clusters or max(2, round(math.sqrt(num_items)))
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
-    weights = np.exp(rng.standard_normal(k))
-    sizes = np.maximum(1, np.floor(num_items * weights / weights.sum()).astype(int))
-    sizes[np.argmax(sizes)] += num_items - sizes.sum()
-    ids = np.repeat(np.arange(k), sizes).astype(np.int32)
-    scale = np.float32(3.0 / math.sqrt(dim))
-    centres = scale * rng.standard_normal((k, dim), dtype=np.float32)
-    spread = scale * rng.uniform(0.2, 1.2, k).astype(np.float32)
-    directions = rng.standard_normal((k, dim), dtype=np.float32)
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    stretch = rng.uniform(0.0, 3.0, k).astype(np.float32)
-    x = centres[ids]
-    x += spread[ids, None] * rng.standard_normal((num_items, dim), dtype=np.float32)
-    x += (stretch[ids] * rng.standard_normal(num_items, dtype=np.float32))[:, None] * \
-        directions[ids]
-    return jnp.asarray(x), jnp.asarray(ids)
 
 
 @jax.jit
@@ -63,14 +33,6 @@ def _total_variations(index, queries):
             logits, index.cluster_ids, index.embeddings, queries, 1.0))
         out.append(0.5 * jnp.sum(jnp.abs(p - q), axis=-1))
     return out
-
-
-def total_variation(index, queries, variant, temperature=1.0):
-    """Exact TV(p, q) per query by enumeration over all N items."""
-    p = jnp.exp(softmax.exact_log_probs(index, queries, temperature=temperature))
-    q = jnp.exp(softmax.proposal_log_probs(index, queries, variant=variant,
-                                           temperature=temperature))
-    return 0.5 * jnp.sum(jnp.abs(p - q), axis=-1)
 
 
 def _run(key: jax.Array, outdir: Path) -> SectionReport:

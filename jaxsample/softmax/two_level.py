@@ -52,9 +52,11 @@ from jaxsample._checks import (
     is_concrete,
 )
 from jaxsample._solver import SolverStats
+from jaxsample.kernels import kmeans as clustering
 from jaxsample.kernels import softmax as kernel
 from jaxsample.kernels.chunking import map_rows
-from jaxsample.kernels.softmax import INITS, VARIANTS, ClusterStats
+from jaxsample.kernels.kmeans import INITS
+from jaxsample.kernels.softmax import VARIANTS, ClusterStats
 
 __all__ = [
     "INITS",
@@ -190,7 +192,7 @@ def build_index(
 ) -> SoftmaxIndex:
     """Clusters an item table and precomputes the statistics of every cluster logit rule.
 
-    Without ``cluster_ids`` the items are clustered by :func:`jaxsample.kernels.softmax.kmeans`
+    Without ``cluster_ids`` the items are clustered by :func:`jaxsample.kernels.kmeans.kmeans`
     (k-means++ or random seeding; Lloyd or mini-batch steps; one matrix product per chunk of
     ``chunk_size`` items); clusters k-means leaves empty are dropped. Then every cluster above
     ``max_cluster_size`` is cut into balanced slabs along its principal axis
@@ -267,7 +269,7 @@ def build_index(
         tolerance = check_number("tolerance", tolerance, positive=False)
         init = check_choice("init", init, INITS)
         batch_size = check_int("batch_size", batch_size, 1, allow_none=True)
-        result = kernel.kmeans(key, embeddings, k, max_iterations, tolerance, init=init,
+        result = clustering.kmeans(key, embeddings, k, max_iterations, tolerance, init=init,
                                batch_size=batch_size, chunk_size=chunk_size)
         solver = SolverStats.of(result.num_iterations, converged=result.converged)
         # drop clusters k-means left empty: relabel the used ids to 0..K'-1 (host-side: the

@@ -196,38 +196,6 @@ def test_exact_partition_and_log_probs_chunked(x64):
     np.testing.assert_allclose(dense, reference, rtol=1e-12)
 
 
-def _objective(points, ids, num_clusters):
-    ids = np.asarray(ids)  # within-cluster sum of squares of a partition
-    return sum(((points[ids == c] - points[ids == c].mean(0)) ** 2).sum()
-               for c in range(num_clusters) if np.any(ids == c))
-
-
-def test_kmeans_objective_non_increasing_and_chunked_equals_dense(x64):
-    points = clustered(9, sizes=(30, 50, 40, 20), spread=1.2)[0]
-    kmeans = ks.kmeans  # max_iterations and tolerance are traced: one compilation
-    key = jax.random.key(10)
-    history = [kmeans(key, points, 4, t, 0.0, chunk_size=32) for t in range(1, 9)]
-    objectives = np.array([float(out.objective) for out in history])
-    assert np.all(np.diff(objectives) <= 1e-9 * objectives[:-1]), objectives
-    assert objectives[-1] < objectives[0]
-    for out in history:  # centres are the means of the returned partition; J >= its own SS
-        assert int(out.num_iterations) <= 8
-        assert float(out.objective) >= _objective(points, out.assignment, 4) - 1e-9
-    # the only chunk-dependent step, the assignment, is the same chunked or dense
-    centres, origin = history[-2].centres, points.mean(0)  # what the 8th assignment saw
-    nearest = jax.jit(ks._nearest, static_argnums=3)
-    chunked, dense = nearest(points, centres, origin, 32), nearest(points, centres, origin, None)
-    np.testing.assert_array_equal(chunked[0], dense[0])
-    np.testing.assert_allclose(chunked[1], dense[1], rtol=1e-12)
-    np.testing.assert_array_equal(chunked[0], history[-1].assignment)
-    # random seeding with mini-batch steps lands near the Lloyd optimum on separated clusters
-    lloyd = kmeans(key, points, 4, 200, 1e-8, chunk_size=32)
-    assert bool(lloyd.converged) and int(lloyd.num_iterations) < 200
-    minibatch = kmeans(key, points, 4, 200, 1e-5, init="random", batch_size=64, chunk_size=32)
-    assert bool(minibatch.converged) and int(minibatch.num_iterations) < 200
-    assert float(minibatch.objective) <= 1.5 * float(lloyd.objective)
-
-
 def test_split_cuts_balanced_slabs_along_the_principal_axis(x64):
     rng = np.random.default_rng(11)
     t = rng.uniform(-5, 5, 23)  # cluster 0: a long thin cloud along (1, 1); cluster 1: 1 item

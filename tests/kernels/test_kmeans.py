@@ -1,0 +1,46 @@
+"""Tests of jaxsample.kernels.kmeans: Lloyd's objective, chunked assignments, mini-batches."""
+
+import jax
+import numpy as np
+
+from jaxsample.kernels import kmeans as km
+
+
+def clustered(seed, sizes, spread):
+    """Points around random centres in 2-D, ``sizes[c]`` in cluster c (NumPy)."""
+    rng = np.random.default_rng(seed)
+    ids = np.repeat(np.arange(len(sizes)), sizes)
+    centres = 2.0 * rng.standard_normal((len(sizes), 2))
+    return centres[ids] + spread * rng.standard_normal((ids.shape[0], 2))
+
+
+def _objective(points, ids, num_clusters):
+    ids = np.asarray(ids)  # within-cluster sum of squares of a partition
+    return sum(((points[ids == c] - points[ids == c].mean(0)) ** 2).sum()
+               for c in range(num_clusters) if np.any(ids == c))
+
+
+def test_kmeans_objective_non_increasing_and_chunked_equals_dense(x64):
+    points = clustered(9, sizes=(30, 50, 40, 20), spread=1.2)
+    # max_iterations and tolerance are traced: one compilation
+    key = jax.random.key(10)
+    history = [km.kmeans(key, points, 4, t, 0.0, chunk_size=32) for t in range(1, 9)]
+    objectives = np.array([float(out.objective) for out in history])
+    assert np.all(np.diff(objectives) <= 1e-9 * objectives[:-1]), objectives
+    assert objectives[-1] < objectives[0]
+    for out in history:  # centres are the means of the returned partition; J >= its own SS
+        assert int(out.num_iterations) <= 8
+        assert float(out.objective) >= _objective(points, out.assignment, 4) - 1e-9
+    # the only chunk-dependent step, the assignment, is the same chunked or dense
+    centres, origin = history[-2].centres, points.mean(0)  # what the 8th assignment saw
+    assign = jax.jit(km.assign, static_argnums=3)
+    chunked, dense = assign(points, centres, origin, 32), assign(points, centres, origin, None)
+    np.testing.assert_array_equal(chunked[0], dense[0])
+    np.testing.assert_allclose(chunked[1], dense[1], rtol=1e-12)
+    np.testing.assert_array_equal(chunked[0], history[-1].assignment)
+    # random seeding with mini-batch steps lands near the Lloyd optimum on separated clusters
+    lloyd = km.kmeans(key, points, 4, 200, 1e-8, chunk_size=32)
+    assert bool(lloyd.converged) and int(lloyd.num_iterations) < 200
+    minibatch = km.kmeans(key, points, 4, 200, 1e-5, init="random", batch_size=64, chunk_size=32)
+    assert bool(minibatch.converged) and int(minibatch.num_iterations) < 200
+    assert float(minibatch.objective) <= 1.5 * float(lloyd.objective)
