@@ -29,7 +29,7 @@ def _sampler(scheme):
     if scheme == "cp":
         one = lambda key, theta: subset.conditional_poisson(key, theta, K)
     else:
-        one = lambda key, x: subset.correlated_k_subset(key, x, K, scheme=scheme)
+        one = lambda key, x: subset.correlated_k_subset(key, x, K, scheme=scheme)[0]
     return jax.jit(lambda key, v: jax.vmap(one, (0, None))(jax.random.split(key, NUM_DRAWS), v))
 
 
@@ -98,7 +98,7 @@ def test_cp_law_equals_enumerated_maximum_entropy_law(x64):
     assert stats.chi2.sf(statistic, len(subsets) - 1) > P_VALUE, statistic
 
 
-@pytest.mark.parametrize("scheme", subset.coverage.SCHEMES)
+@pytest.mark.parametrize("scheme", subset.ksubset.SCHEMES)
 def test_size_and_inclusion_frequencies(scheme, x64):
     """|A| = k (cp, systematic) or E|A| = k (independent); frequencies = marginals (z, p = 1e-3)."""
     masks = _draws(scheme, X7_FORCED, jax.random.key(1))
@@ -122,8 +122,8 @@ def test_compiled_batch_equals_eager_calls_bitwise(x64):
     key = jax.random.key(5)
     batched = _draws("cp", X7, key)
     for i, one in enumerate(jax.random.split(key, NUM_DRAWS)[:2]):
-        np.testing.assert_array_equal(batched[i], subset.correlated_k_subset(one, x, K))
-    for scheme in subset.coverage.SCHEMES:
+        np.testing.assert_array_equal(batched[i], subset.correlated_k_subset(one, x, K)[0])
+    for scheme in subset.ksubset.SCHEMES:
         np.testing.assert_array_equal(_draws(scheme, X7, key), _draws(scheme, X7, key))
 
 
@@ -133,7 +133,7 @@ def test_common_seed_couples_nearby_marginals(x64):
     direction = np.array([1.0, -1.0, 0.5, -0.5, 0.0, 0.25, -0.25])
     y = X7 + 0.05 * direction                  # zero-sum, ‖x − y‖₁ = 0.175
     distance = np.abs(X7 - y).sum()
-    for scheme in subset.coverage.SCHEMES:
+    for scheme in subset.ksubset.SCHEMES:
         a = _draws(scheme, X7, jax.random.key(2))
         b = _draws(scheme, y, jax.random.key(2))
         fresh = _draws(scheme, y, jax.random.key(3))
@@ -266,3 +266,22 @@ def test_sparse_incidence_matches_dense(instance, x64):
                                              num_steps=2000)
     np.testing.assert_allclose(x, instance["xs"][1], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(info.gap, instance["infos"].gap[1], rtol=1e-6, atol=1e-12)
+
+
+def test_correlated_k_subset_reports_its_fit(x64):
+    """The rounding returns the status of its weight fit (the fit_weights one), never drops it: a
+    fit stopped after one iteration short of its tolerance says so; the fit-free schemes report
+    0 iterations and success."""
+    x, key = jnp.asarray(X7), jax.random.key(2)
+    _, fit = subset.fit_weights(x, K)
+    mask, info = subset.correlated_k_subset(key, x, K)
+    assert isinstance(info, subset.KSubsetInfo) and int(mask.sum()) == K
+    assert float(info.residual) == float(fit.residual) <= 1e-10
+    assert int(info.solver.num_iterations) == int(fit.solver.num_iterations) > 1
+    assert bool(info.solver.converged) and not bool(info.nonfinite)
+    _, short = subset.correlated_k_subset(key, x, K, tolerance=1e-12, max_iterations=1)
+    assert not bool(short.solver.converged) and int(short.solver.num_iterations) == 1
+    assert float(short.residual) > 1e-12
+    _, none = subset.correlated_k_subset(key, x, K, scheme="systematic")
+    assert int(none.solver.num_iterations) == 0 and bool(none.solver.converged)
+    assert float(none.residual) == 0.0

@@ -247,8 +247,8 @@ def sensitivity_study(instance: CoverageInstance, k: int, fractions, *, num_step
                 if "cp" in roundings:
                     cp[s, r, j] = subset.conditional_poisson(seed, theta, k)
                 if "independent" in roundings:
-                    independent[s, r, j] = subset.correlated_k_subset(seed, x, k,
-                                                                      scheme="independent")
+                    independent[s, r, j] = subset.correlated_k_subset(
+                        seed, x, k, scheme="independent")[0]
     base_weights = instance.weights
     padded = np.where(instance.indices < 0, m, instance.indices)
 

@@ -1,23 +1,24 @@
 """Subset selection: diverse subsets, stable coverage, correlated k-subset sampling.
 
-Methods land here as modules (``leverage``, ``coverage``), each re-exported below.
+Methods land here as modules (``leverage``, ``coverage``, ``ksubset``), each re-exported below.
 """
 
 from jaxsample.subset import coverage as coverage
+from jaxsample.subset import ksubset as ksubset
 from jaxsample.subset import leverage as leverage
 from jaxsample.subset.baselines import GreedyInfo as GreedyInfo
 from jaxsample.subset.baselines import greedy_max_coverage as greedy_max_coverage
 from jaxsample.subset.coverage import CoverageInfo as CoverageInfo
-from jaxsample.subset.coverage import CoverageFitInfo as CoverageFitInfo
 from jaxsample.subset.coverage import PaddedIncidence as PaddedIncidence
 from jaxsample.subset.coverage import CoverageRelaxationInfo as CoverageRelaxationInfo
-from jaxsample.subset.coverage import conditional_poisson as conditional_poisson
-from jaxsample.subset.coverage import correlated_k_subset as correlated_k_subset
-from jaxsample.subset.coverage import fit_weights as fit_weights
-from jaxsample.subset.coverage import inclusion_probabilities as inclusion_probabilities
 from jaxsample.subset.coverage import max_coverage_relaxation as max_coverage_relaxation
 from jaxsample.subset.coverage import sparse_incidence as sparse_incidence
 from jaxsample.subset.coverage import stable_max_coverage as stable_max_coverage
+from jaxsample.subset.ksubset import KSubsetInfo as KSubsetInfo
+from jaxsample.subset.ksubset import conditional_poisson as conditional_poisson
+from jaxsample.subset.ksubset import correlated_k_subset as correlated_k_subset
+from jaxsample.subset.ksubset import fit_weights as fit_weights
+from jaxsample.subset.ksubset import inclusion_probabilities as inclusion_probabilities
 from jaxsample.subset.leverage import LeverageInfo as LeverageInfo
 from jaxsample.subset.leverage import ShardedLeverageInfo as ShardedLeverageInfo
 from jaxsample.subset.leverage import leverage_sample as leverage_sample
@@ -28,7 +29,8 @@ from jaxsample.subset.leverage import vendi_score as vendi_score
 __all__: list[str] = []
 __all__ += ["leverage", "LeverageInfo", "ShardedLeverageInfo", "leverage_sample",
             "leverage_select", "leverage_select_sharded", "vendi_score"]
-__all__ += ["coverage", "CoverageFitInfo", "CoverageInfo", "CoverageRelaxationInfo", "GreedyInfo",
-            "PaddedIncidence", "conditional_poisson", "correlated_k_subset", "fit_weights",
-            "greedy_max_coverage", "inclusion_probabilities", "max_coverage_relaxation",
+__all__ += ["coverage", "CoverageInfo", "CoverageRelaxationInfo", "GreedyInfo",
+            "PaddedIncidence", "greedy_max_coverage", "max_coverage_relaxation",
             "sparse_incidence", "stable_max_coverage"]
+__all__ += ["ksubset", "KSubsetInfo", "conditional_poisson", "correlated_k_subset",
+            "fit_weights", "inclusion_probabilities"]

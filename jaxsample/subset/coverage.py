@@ -1,4 +1,4 @@
-"""Stable maximum coverage, and common-seed correlated k-subset sampling with given marginals.
+"""Stable maximum coverage: the entropic relaxation, rounded by a common-seed k-subset sampler.
 
 Greedy maximum coverage is ``(1 − 1/e)``-optimal but unstable: change one element and the chosen
 sets can change completely. The stable algorithm (Stable maximum coverage, NeurIPS 2026) solves the
@@ -7,18 +7,13 @@ negative-entropy-regularised capped concave relaxation over the hypersimplex,
     x* = argmax_{x ∈ [0,1]^m, Σx = k}  Σ_e w_e min(1, (Bx)_e) + reg·H(x),   H(x) = −Σ x_i log x_i,
 
 whose maximiser is unique and ``w_e k / reg``-Lipschitz (in ℓ₁) in adding or deleting element e,
-and rounds it with a *common-seed* k-subset sampler: the same key on two nearby marginal vectors
-returns nearly the same subset. Coverage stays within ``1 − 1/e`` of ``OPT − reg·k·log(m/k)`` for
-the conditional Poisson rounding, which is negatively associated
-(:mod:`jaxsample.kernels.coverage`, :mod:`jaxsample.kernels.ksubset`).
+and rounds it with a *common-seed* k-subset sampler (:func:`jaxsample.subset.correlated_k_subset`):
+the same key on two nearby marginal vectors returns nearly the same subset. Coverage stays within
+``1 − 1/e`` of ``OPT − reg·k·log(m/k)`` for the conditional Poisson rounding, which is negatively
+associated (:mod:`jaxsample.kernels.coverage`, :mod:`jaxsample.kernels.ksubset`).
 
 * :func:`stable_max_coverage` — relaxation + correlated rounding, ``(mask, CoverageInfo)``;
 * :func:`max_coverage_relaxation` — the relaxed ``x*`` alone, with its duality gap;
-* :func:`correlated_k_subset` — the rounding on its own: marginals in, an exact-size subset out
-  (``"cp"``: conditional Poisson with a common random order and thresholds indexed by item id;
-  ``"systematic"`` and ``"independent"`` baselines);
-* :func:`fit_weights`, :func:`inclusion_probabilities`, :func:`conditional_poisson` — the maximum
-  entropy law ``P(A) ∝ Π_{i∈A} w_i`` and its fit to marginals;
 * :func:`sparse_incidence` — the padded-index form of the incidence for n = 10⁶ elements.
 
 The entropic weight is called ``reg`` (the relaxation's λ).
@@ -35,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax
@@ -44,51 +38,26 @@ import numpy as np
 
 from jaxsample._checks import (
     check_array,
-    check_choice,
     check_hyperparameter,
     check_int,
     check_key,
     is_concrete,
 )
-from jaxsample._solver import SolverStats, from_optimistix
+from jaxsample._solver import SolverStats
 from jaxsample.kernels import coverage as kernel
-from jaxsample.kernels import ksubset
 from jaxsample.kernels.coverage import PaddedIncidence
+from jaxsample.subset.ksubset import SCHEMES, correlated_k_subset
 
 __all__ = [
-    "SCHEMES",
-    "CoverageFitInfo",
     "CoverageInfo",
     "CoverageRelaxationInfo",
     "PaddedIncidence",
-    "conditional_poisson",
-    "correlated_k_subset",
     "coverage",
-    "fit_weights",
-    "inclusion_probabilities",
     "max_coverage_relaxation",
     "prepare_incidence",
     "sparse_incidence",
     "stable_max_coverage",
 ]
-
-SCHEMES = ("cp", "systematic", "independent")
-
-
-class CoverageFitInfo(NamedTuple):
-    """Convergence of :func:`fit_weights`.
-
-    Attributes:
-        residual: ``max_i |π_i − x_i|`` of the fitted law.
-        solver: :class:`~jaxsample.SolverStats` of the fixed-point iteration (iterations taken;
-            ``successful`` when the tolerance was met within ``max_iterations``).
-        nonfinite: a fitted log-weight of a free item (``0 < x_i < 1``) is NaN or infinite.
-    """
-
-    residual: jax.Array
-    solver: SolverStats
-    nonfinite: jax.Array
-
 
 class CoverageRelaxationInfo(NamedTuple):
     """What :func:`max_coverage_relaxation` reports about ``x``.
@@ -135,221 +104,6 @@ class CoverageInfo(NamedTuple):
     fit_residual: jax.Array
     solver: SolverStats
     nonfinite: jax.Array
-
-
-def _default_tolerance(dtype) -> float:
-    # float32 log e_k carries ~1e-5 relative error at m = 10⁴, k = 100 (a floor on the fit)
-    return 1e-4 if jnp.dtype(dtype).itemsize < 8 else 1e-10
-
-
-def _tolerance(tolerance, dtype):
-    if tolerance is None:
-        return np.asarray(_default_tolerance(dtype), np.float64)
-    return check_hyperparameter("tolerance", tolerance)
-
-
-# Value checks run on the host (NumPy): eager jnp reductions would compile one small XLA program
-# per shape and dtype, which dominated the first call on small inputs.
-
-
-def _check_marginals(marginals, k):
-    marginals = check_array("marginals", marginals, ndim=1, min_rows=1)
-    m = marginals.shape[0]
-    k = check_int("k", k, 1, m)
-    if is_concrete(marginals):
-        host = np.asarray(marginals, np.float64)
-        if not np.all(np.isfinite(host)):
-            raise ValueError("marginals must be finite; got NaN or inf entries")
-        low, high = host.min(), host.max()
-        if low < 0 or high > 1:
-            raise ValueError(f"marginals must lie in [0, 1], got values in [{low}, {high}]")
-        total = host.sum()
-        slack = math.sqrt(float(jnp.finfo(marginals.dtype).eps)) * max(1, k)
-        if abs(total - k) > slack:
-            raise ValueError(f"marginals must sum to k = {k}, got {total}")
-    return marginals, k
-
-
-def _check_log_weights(log_weights, k):
-    log_weights = check_array("log_weights", log_weights, ndim=1, min_rows=1)
-    m = log_weights.shape[0]
-    k = check_int("k", k, 1, m)
-    if is_concrete(log_weights):
-        host = np.asarray(log_weights, np.float64)
-        if np.any(np.isnan(host)):
-            raise ValueError("log_weights must not hold NaN (use -inf for a zero weight)")
-        forced = int(np.sum(host == np.inf))
-        positive = int(np.sum(host > -np.inf))
-        if forced > k or positive < k:
-            raise ValueError(f"log_weights must have at most k = {k} entries +inf and at least "
-                             f"k entries > -inf, got {forced} and {positive}")
-    return log_weights, k
-
-
-@functools.partial(jax.jit, static_argnames=("k",))
-def _inclusion(log_weights, k):
-    return ksubset.inclusion_probabilities(log_weights, k)
-
-
-def inclusion_probabilities(log_weights, k: int) -> jax.Array:
-    """Inclusion probabilities of the conditional Poisson law ``P(A) ∝ Π_{i∈A} w_i``, ``|A| = k``.
-
-    ``π_i = w_i e_{k−1}(w_{−i}) / e_k(w) = ∂ log e_k(e^θ)/∂θ_i``, computed as ``jax.grad`` of the
-    log-space elementary-symmetric-polynomial DP (``O(mk)``). Differentiable: ``jax.jacfwd`` of
-    it is the covariance of the inclusion indicators.
-
-    Args:
-        log_weights: ``(m,)`` θ = log w; ``+inf`` forces an item in, ``-inf`` keeps it out.
-        k: subset size, ``1 <= k <= m``.
-
-    Returns:
-        ``(m,)`` probabilities summing to k, of θ's dtype.
-
-    Example:
-        >>> import numpy as np
-        >>> p = inclusion_probabilities(np.log([1.0, 1.0, 2.0, 1.0]) - [0, 0, 0, np.inf], 2)
-        >>> [round(float(v), 4) for v in p]    # P({1,2}) = 1/5, P({1,3}) = P({2,3}) = 2/5
-        [0.6, 0.6, 0.8, 0.0]
-    """
-    log_weights, k = _check_log_weights(log_weights, k)
-    return _inclusion(log_weights, k)
-
-
-@functools.partial(jax.jit, static_argnames=("k", "max_iterations"))
-def _fit(marginals, k, tolerance, max_iterations):
-    theta, result = ksubset.fit_log_weights(marginals, k, tolerance=tolerance,
-                                            max_iterations=max_iterations)
-    free = (marginals > 0) & (marginals < 1)
-    nonfinite = jnp.any(free & jnp.isnan(theta)) | ~jnp.isfinite(result.residual)
-    return theta, CoverageFitInfo(result.residual, from_optimistix(result.solution), nonfinite)
-
-
-def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50):
-    """Conditional Poisson log-weights whose inclusion probabilities are ``marginals``.
-
-    The maximum-entropy law on k-subsets with these marginals. Minimises the convex dual
-    ``log e_k(e^θ) − θᵀx`` by a damped exact-coordinate fixed-point iteration run by
-    :func:`optimistix.fixed_point` (see :mod:`jaxsample.kernels.ksubset`).
-
-    Args:
-        marginals: ``(m,)`` in ``[0, 1]`` summing to k; 0/1 entries are forced out/in.
-        k: subset size, ``1 <= k <= m``.
-        tolerance: target ``max|π − x|`` (default 1e-4 in float32, 1e-10 in float64; the
-            iteration usually meets it in 5–15 steps).
-        max_iterations: cap on fixed-point iterations.
-
-    Returns:
-        ``(log_weights, CoverageFitInfo)``: ``(m,)`` θ (``±inf`` on forced items).
-
-    Raises:
-        ValueError: marginals outside ``[0, 1]``, not summing to k, or ``k > m``.
-
-    Example:
-        >>> import numpy as np
-        >>> x = np.linspace(0.05, 0.95, 30, dtype=np.float32)
-        >>> theta, info = fit_weights(x * 4 / x.sum(), 4)
-        >>> theta.dtype, info.residual.dtype, bool(info.solver.converged), bool(info.residual < 1e-3)
-        (dtype('float32'), dtype('float32'), True, True)
-    """
-    marginals, k = _check_marginals(marginals, k)
-    max_iterations = check_int("max_iterations", max_iterations, 1)
-    return _fit(marginals, k, _tolerance(tolerance, marginals.dtype), max_iterations)
-
-
-@functools.partial(jax.jit, static_argnames=("k",))
-def _conditional_poisson(key, log_weights, k):
-    return ksubset.conditional_poisson_sample(key, log_weights, k)
-
-
-def conditional_poisson(key, log_weights, k: int) -> jax.Array:
-    """One common-seed draw of ``P(A) ∝ Π_{i∈A} w_i`` over the k-subsets.
-
-    The sequential sampler in a random order with thresholds indexed by item id (both from
-    ``key``), exact for every order; ``O(mk)`` time and an ``(m, k + 1)`` table per draw. Fit the
-    weights once with :func:`fit_weights` and call this for many keys (``jax.vmap``).
-
-    Args:
-        key: PRNG key, the common seed.
-        log_weights: ``(m,)`` θ, as from :func:`fit_weights`.
-        k: subset size.
-
-    Returns:
-        ``(m,)`` bool mask with exactly k True.
-
-    Example:
-        >>> import jax, numpy as np
-        >>> theta, _ = fit_weights(np.full(30, 4 / 30, np.float32), 4)
-        >>> int(conditional_poisson(jax.random.key(0), theta, 4).sum())
-        4
-    """
-    key = check_key("key", key)
-    log_weights, k = _check_log_weights(log_weights, k)
-    return _conditional_poisson(key, log_weights, k)
-
-
-@functools.partial(jax.jit, static_argnames=("k", "scheme"))
-def _baseline(key, marginals, k, scheme):
-    if scheme == "independent":
-        mask = ksubset.independent_sample(key, marginals)
-    else:
-        mask = ksubset.systematic_sample(key, marginals, k)
-    zero = jnp.zeros((), marginals.dtype)
-    return mask, CoverageFitInfo(zero, SolverStats.of(0, converged=jnp.ones((), bool)),
-                                 jnp.zeros((), bool))
-
-
-def _round(key, marginals, k, scheme, tolerance, max_iterations):
-    # compiled pieces shared with fit_weights and conditional_poisson (inlined under an outer jit)
-    if scheme == "cp":
-        theta, info = _fit(marginals, k, tolerance, max_iterations)
-        return _conditional_poisson(key, theta, k), info
-    return _baseline(key, marginals, k, scheme)
-
-
-def correlated_k_subset(key, marginals, k: int, *, scheme: str = "cp", tolerance=None,
-                        max_iterations: int = 50) -> jax.Array:
-    """A k-subset with inclusion probabilities ``marginals``, coupled across inputs by ``key``.
-
-    The key is the common seed: the same key on two nearby marginal vectors returns nearly the
-    same subset (for ``"independent"`` exactly ``E|A Δ A′| = ‖x − x′‖₁``). Schemes:
-
-    * ``"cp"``: the conditional Poisson (maximum-entropy) law with these marginals
-      (:func:`fit_weights`, then :func:`conditional_poisson`); ``|A| = k``, negatively
-      associated, so ``E cov(A) >= (1 − 1/e) F(x)`` for coverage;
-    * ``"systematic"``: systematic sampling in the common random order with a common offset;
-      ``|A| = k``, exact marginals;
-    * ``"independent"``: ``A = {i : U_i < x_i}``; exact marginals but ``|A|`` is random (mean k).
-
-    Args:
-        key: PRNG key, the common seed.
-        marginals: ``(m,)`` in ``[0, 1]`` summing to k; 0/1 entries are forced out/in.
-        k: subset size, ``1 <= k <= m``.
-        scheme: ``"cp"``, ``"systematic"`` or ``"independent"``.
-        tolerance: the ``"cp"`` fit's tolerance on ``max|π − x|`` (see :func:`fit_weights`).
-        max_iterations: the ``"cp"`` fit's iteration cap.
-
-    Returns:
-        ``(m,)`` bool mask.
-
-    Raises:
-        ValueError: marginals outside ``[0, 1]``, not summing to k, or ``k > m``.
-
-    Example:
-        >>> import jax, numpy as np
-        >>> x = np.full(30, 4 / 30, np.float32)
-        >>> y = x + np.r_[0.02, -0.02, np.zeros(28)].astype(np.float32)
-        >>> a = correlated_k_subset(jax.random.key(3), x, 4)
-        >>> b = correlated_k_subset(jax.random.key(3), y, 4)
-        >>> int(a.sum()), int(b.sum()), int((a != b).sum())    # the same key: the same subset
-        (4, 4, 0)
-    """
-    key = check_key("key", key)
-    marginals, k = _check_marginals(marginals, k)
-    scheme = check_choice("scheme", scheme, SCHEMES)
-    max_iterations = check_int("max_iterations", max_iterations, 1)
-    mask, _ = _round(key, marginals, k, scheme, _tolerance(tolerance, marginals.dtype),
-                     max_iterations)
-    return mask
 
 
 def sparse_incidence(indices, num_sets: int) -> PaddedIncidence:
@@ -513,8 +267,9 @@ def stable_max_coverage(key, incidence, k: int, *, reg, weights=None, num_steps:
     """Stable maximum coverage: the entropic relaxation rounded with a common seed.
 
     Solves ``x* = argmax F + reg·H`` (:func:`max_coverage_relaxation`) and rounds it with
-    :func:`correlated_k_subset`. Two instances that differ in one element give relaxed solutions
-    within ``w_e k / reg`` in ℓ₁ (add/delete), and the same ``key`` then gives nearly the same
+    :func:`jaxsample.subset.correlated_k_subset`. Two instances that differ in one element give
+    relaxed solutions within ``w_e k / reg`` in ℓ₁ (add/delete), and the same ``key`` then gives
+    nearly the same
     subset. With ``"cp"``, ``E cov(A) >= (1 − 1/e)(OPT − reg·k·log(m/k))``.
 
     Args:
@@ -524,8 +279,10 @@ def stable_max_coverage(key, incidence, k: int, *, reg, weights=None, num_steps:
         reg: entropic weight ``> 0`` (traced): larger is more stable and less optimal.
         weights: ``(n,)`` element weights ``>= 0`` (default ones).
         num_steps: mirror-ascent steps.
-        scheme: rounding, one of :data:`SCHEMES` (``"independent"`` does not keep ``|A| = k``).
-        tolerance, max_iterations: the ``"cp"`` fit's (see :func:`fit_weights`).
+        scheme: rounding, one of :data:`jaxsample.subset.ksubset.SCHEMES` (``"independent"``
+            does not keep ``|A| = k``).
+        tolerance, max_iterations: the ``"cp"`` fit's (see
+            :func:`jaxsample.subset.fit_weights`).
 
     Returns:
         ``(mask (m,) bool, CoverageInfo)``.
@@ -543,12 +300,12 @@ def stable_max_coverage(key, incidence, k: int, *, reg, weights=None, num_steps:
     """
     key = check_key("key", key)
     incidence, weights, k, reg, num_steps = _check_problem(incidence, k, reg, weights, num_steps)
-    scheme = check_choice("scheme", scheme, SCHEMES)
-    max_iterations = check_int("max_iterations", max_iterations, 1)
     # compiled pieces, so that the relaxation, the fit and the sampler are each compiled once per
-    # shape and reused across calls that share them (under an outer jit they are inlined)
+    # shape and reused across calls that share them (under an outer jit they are inlined); the
+    # rounding checks the scheme, the fit's settings and x* itself (in [0, 1], summing to k)
     x, relaxed = _relax(incidence, weights, k, reg, num_steps)
-    mask, fit = _round(key, x, k, scheme, _tolerance(tolerance, weights.dtype), max_iterations)
+    mask, fit = correlated_k_subset(key, x, k, scheme=scheme, tolerance=tolerance,
+                                    max_iterations=max_iterations)
     return mask, _assemble(incidence, weights, x, relaxed, mask, fit)
 
 

@@ -1,11 +1,12 @@
-"""Contract entries: stable maximum coverage, correlated k-subsets (``jaxsample.subset.coverage``).
+"""Contract entries: stable maximum coverage (``jaxsample.subset.coverage``).
 
 One entry, ``stable_max_coverage`` (mirror ascent with the KL projection, the common-seed rounding,
 the coverage of the result) with the systematic rounding: the conditional Poisson rounding adds a
 weight fit and a second sampler to each of the registry's compilations, about 5 CPU-seconds in
 all, so its jit == eager, vmap == loop and bitwise reproducibility are checked once in
 ``tests/test_coverage.py`` (``test_compiled_batch_equals_eager_calls_bitwise``) and its
-float32 path by the module's doctests. The bad inputs cover the other entry points.
+float32 path by the module's doctests. The bad inputs cover the other entry points of the
+module (and the greedy baseline); the rounding's own are in ``subset_ksubset.py``.
 """
 
 import jax.numpy as jnp
@@ -17,7 +18,6 @@ from jaxsample import subset
 _RNG = np.random.default_rng(0)
 _INCIDENCE = _RNG.random((24, 8)) < 0.3
 _WEIGHTS = _RNG.uniform(0.5, 1.5, 24)
-_X = np.array([0.6, 0.6, 0.4, 0.4])
 
 
 def _stable(dtype):
@@ -39,10 +39,6 @@ def _stable_call(**kwargs):
     return lambda: subset.stable_max_coverage(KEY, incidence, k, num_steps=5, **args)
 
 
-def _subset_call(marginals=_X, k=2, **kwargs):
-    return lambda: subset.correlated_k_subset(KEY, jnp.asarray(marginals), k, **kwargs)
-
-
 _NAN_INCIDENCE = _INCIDENCE.astype(np.float32)
 _NAN_INCIDENCE[3, 2] = np.nan
 
@@ -61,20 +57,12 @@ ENTRIES = [
             BadInput(_stable_call(incidence=2.0 * _INCIDENCE), ValueError, "incidence"),
             BadInput(_stable_call(reg=0.0), ValueError, "reg"),
             BadInput(_stable_call(scheme="pipage"), ValueError, "scheme"),
-            BadInput(_subset_call(marginals=[1.2, 0.8, 0.0, 0.0]), ValueError, "marginals"),
-            BadInput(_subset_call(marginals=[-0.1, 0.9, 0.6, 0.6]), ValueError, "marginals"),
-            BadInput(_subset_call(marginals=[0.5, 0.5, 0.5, 0.2]), ValueError, "marginals"),
-            BadInput(_subset_call(k=5), ValueError, "k"),
-            BadInput(lambda: subset.fit_weights(jnp.asarray(_X), 3), ValueError, "marginals"),
             BadInput(lambda: subset.sparse_incidence(np.array([[0, 9]]), 8), ValueError,
                      "indices"),
             BadInput(lambda: subset.sparse_incidence(np.array([[1, 1]]), 8), ValueError,
                      "indices"),
             BadInput(lambda: subset.greedy_max_coverage(_INCIDENCE, 9), ValueError, "k"),
-            BadInput(lambda: subset.inclusion_probabilities(np.full(4, -np.inf), 2),
-                     ValueError, "log_weights"),
         ),
-        note="the bad inputs also cover correlated_k_subset, fit_weights, sparse_incidence, "
-             "greedy_max_coverage and inclusion_probabilities",
+        note="the bad inputs also cover sparse_incidence and greedy_max_coverage",
     ),
 ]
