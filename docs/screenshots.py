@@ -27,6 +27,11 @@ PAGES = {
 }
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
 def find_browser(name: str | None) -> str:
     for candidate in [name] if name else ["chromium", "chromium-browser", "google-chrome"]:
         path = shutil.which(candidate)
@@ -51,8 +56,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     browser = find_browser(args.browser)
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    handler.log_message = lambda *a, **k: None
+    handler = functools.partial(QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
