@@ -1,6 +1,7 @@
 """Benchmark posteriors (bench/posteriors.py) and their references: finite densities, dtypes,
 closed forms, reference quality, and the comparison's metrics."""
 
+import doctest
 import math
 import pathlib
 import sys
@@ -135,3 +136,7 @@ def test_evaluate_metrics():
 def test_etd_cost_counts():
     cost = bench_posteriors.etd_cost(100, 10, num_proposals=25, mutation_steps=2)
     assert cost == {"density_evals": 10 * (100 * 25 + 200), "gradient_evals": 10 * (100 + 200)}
+
+
+def test_docstring_example():
+    assert doctest.testmod(posteriors).failed == 0

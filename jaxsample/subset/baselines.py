@@ -43,7 +43,7 @@ def _greedy(incidence, weights, k):
     return mask, GreedyInfo(order, gains, value, nonfinite)
 
 
-def greedy_max_coverage(incidence, k: int, weights=None):
+def greedy_max_coverage(incidence, k: int, weights=None) -> tuple[jax.Array, GreedyInfo]:
     """Greedy maximum coverage: k times, the set covering the most uncovered weight.
 
     Ties go to the lowest set id. Each pick is one ``Bᵀu`` pass over the incidence (dense, or the
