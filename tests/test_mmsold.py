@@ -13,11 +13,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import jaxsample
 from jaxsample import datasets
-from jaxsample.kernels.interactions import (
-    antithetic_normal,
-    retract,
-    smoothed_kde_score,
-)
+from jaxsample.kernels.interactions import antithetic_normal, smoothed_kde_score
+from jaxsample.kernels.stiefel import retract
 from jaxsample.particles import (
     MMSOLDState,
     cfdm_sample,
