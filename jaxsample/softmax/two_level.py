@@ -359,7 +359,7 @@ def _common(index, queries, variant, temperature, chunk_size):
 
 
 def sample(key, index: SoftmaxIndex, queries, *, num_samples: int, variant: str = "sd",
-           temperature=1.0, chunk_size: int | None = None):
+           temperature=1.0, chunk_size: int | None = None) -> tuple[jax.Array, SoftmaxInfo]:
     """Draws items from the two-level proposal of each query, with their log-probabilities.
 
     Per query: ``c ~ softmax(l)`` with the cluster logits ``l`` of ``variant``, then ``i`` from the

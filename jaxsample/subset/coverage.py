@@ -223,7 +223,8 @@ def _check_problem(incidence, k, reg, weights, num_steps):
     return incidence, weights, k, reg, num_steps
 
 
-def max_coverage_relaxation(incidence, k: int, *, reg, weights=None, num_steps: int = 500):
+def max_coverage_relaxation(incidence, k: int, *, reg, weights=None, num_steps: int = 500
+                            ) -> tuple[jax.Array, CoverageRelaxationInfo]:
     """The maximiser ``x*`` of ``F + reg·H`` over the capped hypersimplex, by mirror ascent.
 
     Entropic mirror ascent with the KL projection (``ρ_t = 2/(t + 1)`` steps, best iterate kept),
@@ -263,7 +264,8 @@ def _assemble(incidence, weights, x, relaxed, mask, fit):
 
 
 def stable_max_coverage(key, incidence, k: int, *, reg, weights=None, num_steps: int = 500,
-                        scheme: str = "cp", tolerance=None, max_iterations: int = 50):
+                        scheme: str = "cp", tolerance=None, max_iterations: int = 50
+                        ) -> tuple[jax.Array, CoverageInfo]:
     """Stable maximum coverage: the entropic relaxation rounded with a common seed.
 
     Solves ``x* = argmax F + reg·H`` (:func:`max_coverage_relaxation`) and rounds it with
