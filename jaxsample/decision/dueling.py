@@ -254,7 +254,7 @@ def _opponents(strategy, state):
 
 
 @functools.cache
-def build_kernel(strategy: str, schedule: str):
+def _duel_kernel(strategy: str, schedule: str):
     """The loop body ``kernel(state, probs, delta, budget) -> state`` for static settings.
 
     Inputs are valid (the public entry point checked them).
@@ -299,7 +299,7 @@ def _identify(key, probs, delta, budget, strategy, schedule):
     k = probs.shape[0]
     dtype = probs.dtype
     delta = jnp.asarray(delta, dtype)
-    kernel = build_kernel(strategy, schedule)
+    kernel = _duel_kernel(strategy, schedule)
     key, key_priority = jax.random.split(key)
     state = DuelState(jnp.zeros((k, k), jnp.int32), jnp.ones((k,), bool),
                       jnp.full((k,), -1, jnp.int32), jnp.full((k, k), jnp.inf, dtype),
