@@ -79,6 +79,16 @@ class Posterior(NamedTuple):
     exact: object | None = None
 
 
+def _density_of(target):
+    """``target.logdensity`` as a plain function: hashable, so it can be a static argument of
+    ``jax.jit`` (an Equinox module's bound method with array fields is not)."""
+
+    def logdensity(x):
+        return target.logdensity(x)
+
+    return logdensity
+
+
 def _standard_normal_init(dim):
     def init_fn(key, n):
         return jax.random.normal(key, (n, dim))
@@ -134,7 +144,7 @@ def _german_credit():
     # all 1000 rows are the likelihood; the held-out slots are unused here
     target = BayesianLogisticRegression(design, labels, design, labels, prior_var=25.0)
     return Posterior(
-        "german_credit_logistic", target.dim, target.logdensity,
+        "german_credit_logistic", target.dim, _density_of(target),
         _standard_normal_init(target.dim), "german_credit_logistic.npz",
         "Logistic regression on Statlog German credit (1000 rows, 20 ordinal-encoded attributes "
         "standardised, plus an intercept: d = 21), flat prior w ~ N(0, 25 I) (sd 5), "
@@ -184,7 +194,7 @@ def _ill_conditioned_gaussian(dim=100, seed=0):
     cov = (rotation * variances) @ rotation.T
     target = Gaussian(jnp.zeros(dim), jnp.asarray(0.5 * (cov + cov.T), jnp.float32))
     return Posterior(
-        "ill_conditioned_gaussian", dim, target.logdensity, _standard_normal_init(dim),
+        "ill_conditioned_gaussian", dim, _density_of(target), _standard_normal_init(dim),
         "ill_conditioned_gaussian.npz",
         f"N(0, Q diag(lambda) Q^T), lambda log-spaced over [1e-2, 1e2] (condition number 1e4), "
         f"Q a Haar rotation from seed {seed}. Exact. Init N(0, I).", target)
@@ -195,7 +205,7 @@ def _ill_conditioned_gaussian(dim=100, seed=0):
 def _funnel():
     target = Funnel(dim=10, sigma_v=3.0)
     return Posterior(
-        "neals_funnel", target.dim, target.logdensity, _standard_normal_init(target.dim),
+        "neals_funnel", target.dim, _density_of(target), _standard_normal_init(target.dim),
         "neals_funnel.npz",
         "Neal's funnel, centred: v ~ N(0, 3^2), x_k | v ~ N(0, e^v), k = 1..9; sd(v) = 3, "
         "sd(x_k) = e^(9/4) (Var x_k = E e^v = e^(9/2)). Exact. Init N(0, I).", target)
@@ -204,7 +214,7 @@ def _funnel():
 def _banana():
     target = Banana(b=0.1, a=100.0, sigma1=10.0, sigma2=1.0)
     return Posterior(
-        "banana", 2, target.logdensity, _standard_normal_init(2), "banana.npz",
+        "banana", 2, _density_of(target), _standard_normal_init(2), "banana.npz",
         "Twisted Gaussian: x1 ~ N(0, 10^2), x2 | x1 ~ N(0.1 (x1^2 - 100), 1); means 0, "
         "sd = (10, sqrt(201)). Exact. Init N(0, I).", target)
 

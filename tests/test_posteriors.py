@@ -22,6 +22,7 @@ Z = 5.0  # z for Monte Carlo checks (two-sided p ≈ 6e-7 per statistic)
 @pytest.mark.parametrize("name", posteriors.NAMES)
 def test_logdensity_finite_with_dtype(name, dtype):
     post = posteriors.get(name)
+    hash(post.logdensity_fn)  # the bench passes it to jax.jit as a static argument
     reference = posteriors.load_reference(post)
     x = post.init_fn(jax.random.key(0), 3)
     assert x.shape == (3, post.dim)
