@@ -49,7 +49,7 @@ from jaxsample._checks import (
     is_concrete,
 )
 from jaxsample._solver import SolverStats, batched, from_optimistix, select
-from jaxsample.kernels import logspace, resampling
+from jaxsample.kernels import resampling
 
 __all__ = [
     "Panel",

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsample._checks import check_int, check_simplex, check_stochastic_matrix
-from jaxsample.kernels import logspace, resampling
+from jaxsample.kernels import resampling
 
 __all__ = ["MarkovChainData"]
 

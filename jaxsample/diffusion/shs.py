@@ -36,7 +36,7 @@ from jaxsample._checks import (
 )
 from jaxsample.diffusion._markov import MarkovChainData
 from jaxsample.diffusion._processes import CTMC, DTMC, PROCESSES, Flow
-from jaxsample.kernels import hazard, logspace, resampling
+from jaxsample.kernels import hazard, resampling
 
 __all__ = ["CTMC", "DTMC", "JUMP_RULES", "Flow", "MarkovChainData", "SHSInfo", "sample"]
 

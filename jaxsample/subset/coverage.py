@@ -46,7 +46,7 @@ from jaxsample._checks import (
 from jaxsample._solver import SolverStats
 from jaxsample.kernels import coverage as kernel
 from jaxsample.kernels.coverage import PaddedIncidence
-from jaxsample.subset.ksubset import SCHEMES, correlated_k_subset
+from jaxsample.subset.ksubset import correlated_k_subset
 
 __all__ = [
     "CoverageInfo",
