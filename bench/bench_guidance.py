@@ -60,7 +60,7 @@ def _ring_table(dim, num_samples, num_steps, train_steps, chunk_size=None):
     def sampler(predictor):
         @jax.jit
         def run(omega):
-            return guidance.ddim_sample(
+            return guidance.sample(
                 jax.random.key(6), prior.eps_model(schedule), schedule, x_T,
                 num_steps=num_steps, chunk_size=chunk_size,
                 guidance=[guidance.classifier_guidance(classifier, 10.0),
@@ -158,16 +158,16 @@ def _fiber_table(num_samples, evals, ndtm_configs, dps_weights, abc_draws):
     rows.append(r)
 
     def ndtm(num_steps, inner_steps):
-        return jax.jit(lambda weight, learning_rate: guidance.ndtm_sample(
-            jax.random.key(4), eps, schedule, x_T, cost, num_steps=num_steps,
-            inner_steps=inner_steps, eta=1.0, terminal_weight=weight,
-            learning_rate=learning_rate, learning_rate_schedule="constant"))
+        return jax.jit(lambda weight, learning_rate: guidance.sample(
+            jax.random.key(4), eps, schedule, x_T, num_steps=num_steps, solver=guidance.NDTM(
+                cost, num_steps=inner_steps, eta=1.0, terminal_weight=weight,
+                learning_rate=learning_rate, learning_rate_schedule="constant")))
 
     @jax.jit
     def dps(weight):
-        return guidance.ddim_sample(jax.random.key(4), eps, schedule, x_T, num_steps=evals,
-                                    eta=1.0, guidance=guidance.fiber_guidance(
-                                        lambda x: x[:2], query, weight))
+        return guidance.sample(jax.random.key(4), eps, schedule, x_T, num_steps=evals,
+                               solver=guidance.DDIM(1.0), guidance=guidance.fiber_guidance(
+                                   lambda x: x[:2], query, weight))
 
     samplers = {}
     for inner_steps, weight, lr in ndtm_configs:

@@ -9,7 +9,7 @@ same way), and two feature maps are audited:
 * nonlinear, a fixed random tanh MLP ℝ⁸ → ℝ²: no closed form; rejection ABC from exact prior
   draws (keep the draws nearest the fiber) is the reference.
 
-NDTM optimises a control before every DDIM step (``guidance.ndtm_sample``) with the fiber loss
+NDTM optimises a control before every DDIM step (``guidance.NDTM``) with the fiber loss
 ‖φ(x̂₀) − φ(x_q)‖² as terminal cost; DPS (``guidance.fiber_guidance``) at the same number of
 ε-evaluations is the baseline.
 
@@ -69,13 +69,15 @@ def main():
     results = {}
     for name, phi in features.items():
         cost = guidance.fiber_cost(phi, query)
-        x_ndtm, info = guidance.ndtm_sample(
-            jax.random.key(2), eps, schedule, x_T, cost, num_steps=args.num_steps,
-            inner_steps=args.inner_steps, terminal_weight=args.terminal_weight,
-            learning_rate=args.learning_rate, learning_rate_schedule="constant", eta=1.0)
-        x_dps, _ = guidance.ddim_sample(jax.random.key(2), eps, schedule, x_T, num_steps=evals,
-                                        eta=1.0,
-                                        guidance=guidance.fiber_guidance(phi, query, 0.1))
+        x_ndtm, info = guidance.sample(
+            jax.random.key(2), eps, schedule, x_T, num_steps=args.num_steps,
+            solver=guidance.NDTM(cost, num_steps=args.inner_steps,
+                                 terminal_weight=args.terminal_weight,
+                                 learning_rate=args.learning_rate,
+                                 learning_rate_schedule="constant", eta=1.0))
+        x_dps, _ = guidance.sample(jax.random.key(2), eps, schedule, x_T, num_steps=evals,
+                                   solver=guidance.DDIM(1.0),
+                                   guidance=guidance.fiber_guidance(phi, query, 0.1))
         if name == "linear":
             matrix = jnp.eye(2, prior.dim, dtype=jnp.float32)
             reference = prior.condition_linear(matrix, matrix @ query).sample(

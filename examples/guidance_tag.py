@@ -56,8 +56,8 @@ def main():
     for name, predictor in predictors.items():
         @jax.jit
         def run(omega, predictor=predictor):
-            return guidance.ddim_sample(jax.random.key(6), prior.eps_model(schedule), schedule,
-                                        x_T, num_steps=args.num_steps, guidance=[
+            return guidance.sample(jax.random.key(6), prior.eps_model(schedule), schedule,
+                                   x_T, num_steps=args.num_steps, guidance=[
                 guidance.classifier_guidance(prior.classifier(schedule, 0), args.scale),
                 guidance.tag(predictor, omega)])
 

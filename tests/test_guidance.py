@@ -159,20 +159,22 @@ def _sampler(kind):
     tag_terms = lambda prior, omega: [guidance.tag(                       # noqa: E731
         prior.time_predictor(SCHEDULE, GRID), omega)]
     if kind == "base":
-        return jax.jit(lambda key, x, eta, prior: guidance.ddim_sample(
-            key, prior.eps_model(SCHEDULE), SCHEDULE, x, num_steps=NUM_STEPS, eta=eta))
+        return jax.jit(lambda key, x, eta, prior: guidance.sample(
+            key, prior.eps_model(SCHEDULE), SCHEDULE, x, num_steps=NUM_STEPS,
+            solver=guidance.DDIM(eta)))
     if kind == "tag-off":
-        return jax.jit(lambda key, x, eta, prior: guidance.ddim_sample(
-            key, prior.eps_model(SCHEDULE), SCHEDULE, x, num_steps=NUM_STEPS, eta=eta,
-            guidance=tag_terms(prior, 0.0)))
+        return jax.jit(lambda key, x, eta, prior: guidance.sample(
+            key, prior.eps_model(SCHEDULE), SCHEDULE, x, num_steps=NUM_STEPS,
+            solver=guidance.DDIM(eta), guidance=tag_terms(prior, 0.0)))
     if kind == "tag":
-        return jax.jit(lambda key, x, eta, prior, omega: guidance.ddim_sample(
-            key, prior.eps_model(SCHEDULE), SCHEDULE, x, num_steps=NUM_STEPS, eta=eta,
-            guidance=tag_terms(prior, omega)))
+        return jax.jit(lambda key, x, eta, prior, omega: guidance.sample(
+            key, prior.eps_model(SCHEDULE), SCHEDULE, x, num_steps=NUM_STEPS,
+            solver=guidance.DDIM(eta), guidance=tag_terms(prior, omega)))
     if kind == "ndtm":
-        return jax.jit(lambda key, x, eta, weight: guidance.ndtm_sample(
-            key, eps, SCHEDULE, x, COST, num_steps=NUM_STEPS, eta=eta, terminal_weight=weight,
-            learning_rate=0.1, learning_rate_schedule="constant"))
+        return jax.jit(lambda key, x, eta, weight: guidance.sample(
+            key, eps, SCHEDULE, x, num_steps=NUM_STEPS, solver=guidance.NDTM(
+                COST, eta=eta, terminal_weight=weight, learning_rate=0.1,
+                learning_rate_schedule="constant")))
     raise KeyError(kind)
 
 
@@ -220,8 +222,8 @@ def test_tag_reduces_the_time_gap_after_an_off_manifold_perturbation():
 def test_ddpm_posterior_variance_is_ddim_eta_one():
     key = jax.random.key(7)
     x0, _ = _sampler("base")(key, X_T, jnp.float32(1.0), PRIOR)
-    ddpm, info = guidance.ddpm_sample(key, PRIOR.eps_model(SCHEDULE), SCHEDULE, X_T,
-                                      num_steps=NUM_STEPS)
+    ddpm, info = guidance.sample(key, PRIOR.eps_model(SCHEDULE), SCHEDULE, X_T,
+                                 num_steps=NUM_STEPS, solver=guidance.DDPM())
     np.testing.assert_allclose(ddpm, x0, rtol=2e-3, atol=2e-3)
     assert int(info.num_eps_evals) == NUM_STEPS and int(info.num_vjps) == 0
 
@@ -256,9 +258,9 @@ def test_exact_fiber_guidance_samples_the_exact_conditional_mixture():
     def likelihood(x, t):
         return FIBER.log_prob(x, SCHEDULE, t) - PRIOR.log_prob(x, SCHEDULE, t)
 
-    x0, info = guidance.ddim_sample(jax.random.key(8), PRIOR.eps_model(SCHEDULE), SCHEDULE, X_T,
-                                    num_steps=NUM_STEPS, eta=1.0,
-                                    guidance=guidance.classifier_guidance(likelihood, 1.0))
+    x0, info = guidance.sample(jax.random.key(8), PRIOR.eps_model(SCHEDULE), SCHEDULE, X_T,
+                               num_steps=NUM_STEPS, solver=guidance.DDIM(1.0),
+                               guidance=guidance.classifier_guidance(likelihood, 1.0))
     assert not bool(info.nonfinite.any())
     np.testing.assert_allclose(x0[:, :2], np.broadcast_to(QUERY[:2], (BATCH, 2)), atol=1e-3)
     exact = _exact_fiber_draws()
@@ -295,8 +297,9 @@ def test_ndtm_fiber_residual_shrinks_as_the_terminal_weight_grows():
 
 def test_dps_moves_towards_the_fiber():
     term = guidance.fiber_guidance(_features, QUERY, 0.1)
-    x0, info = guidance.ddim_sample(jax.random.key(10), PRIOR.eps_model(SCHEDULE), SCHEDULE,
-                                    X_T, num_steps=NUM_STEPS, eta=1.0, guidance=term)
+    x0, info = guidance.sample(jax.random.key(10), PRIOR.eps_model(SCHEDULE), SCHEDULE,
+                               X_T, num_steps=NUM_STEPS, solver=guidance.DDIM(1.0),
+                               guidance=term)
     unguided, _ = _sampler("base")(jax.random.key(10), X_T, jnp.float32(1.0), PRIOR)
     residual = lambda x: np.linalg.norm(np.asarray(x)[:, :2] - np.asarray(QUERY[:2]), axis=1)  # noqa: E731
     assert np.median(residual(x0)) < 0.5 * np.median(residual(unguided))
@@ -331,14 +334,15 @@ def test_nonfinite_predictions_and_costs_are_flagged_not_propagated():
         eps = PRIOR.eps(x, SCHEDULE, t)
         return jnp.where(x[0] > 0.5, jnp.full_like(eps, jnp.nan), eps)
 
-    x0, info = guidance.ddim_sample(jax.random.key(0), broken_eps, SCHEDULE, small,
-                                    num_steps=NUM_STEPS)
+    x0, info = guidance.sample(jax.random.key(0), broken_eps, SCHEDULE, small,
+                               num_steps=NUM_STEPS)
     assert bool(jnp.all(jnp.isfinite(x0)))
     assert bool(info.nonfinite.any()) and not bool(info.nonfinite.all())
 
     key, eta = jax.random.key(11), jnp.float32(0.5)
-    x0, info = guidance.ndtm_sample(key, PRIOR.eps_model(SCHEDULE), SCHEDULE, X_T,
-                                    lambda x: jnp.nan * COST(x), num_steps=NUM_STEPS, eta=eta)
+    x0, info = guidance.sample(key, PRIOR.eps_model(SCHEDULE), SCHEDULE, X_T,
+                               num_steps=NUM_STEPS,
+                               solver=guidance.NDTM(lambda x: jnp.nan * COST(x), eta=eta))
     base, _ = _sampler("base")(key, X_T, eta, PRIOR)
     np.testing.assert_allclose(x0, base, rtol=1e-5, atol=1e-5)
     assert bool(info.nonfinite.all()) and float(info.control_norm.max()) == 0
@@ -348,8 +352,8 @@ def test_chunked_batch_equals_dense_and_bounds_memory():
     """Blocks of 48 (ragged: 256 = 5·48 + 16) equal the dense batch; at B = 8192 blocks of 256
     cut the compiled temporary memory by more than 2×."""
     def run(key, x, eta, chunk_size):
-        return guidance.ddim_sample(key, PRIOR.eps_model(SCHEDULE), SCHEDULE, x,
-                                    num_steps=NUM_STEPS, eta=eta, chunk_size=chunk_size)[0]
+        return guidance.sample(key, PRIOR.eps_model(SCHEDULE), SCHEDULE, x, num_steps=NUM_STEPS,
+                               solver=guidance.DDIM(eta), chunk_size=chunk_size)[0]
 
     key, eta = jax.random.key(12), jnp.float32(0.5)
     dense, _ = _sampler("base")(key, X_T, eta, PRIOR)

@@ -35,7 +35,7 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
 
     @jax.jit
     def guided(omega):   # one compilation for every ω (traced)
-        return guidance.ddim_sample(key, eps, schedule, x_T, num_steps=NUM_STEPS, guidance=[
+        return guidance.sample(key, eps, schedule, x_T, num_steps=NUM_STEPS, guidance=[
             guidance.classifier_guidance(prior.classifier(schedule, 0), 10.0),
             guidance.tag(predictor, omega)])
 
@@ -50,9 +50,11 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
     # the fiber {x : x₂ = sin(π/4)} crosses components 1 and 3
     query = prior.means[1]
     cost = guidance.fiber_cost(lambda x: x[1:], query)
-    fiber, info = guidance.ndtm_sample(fiber_key, eps, schedule, x_T, cost, num_steps=NUM_STEPS,
-                                       inner_steps=5, learning_rate=0.05, terminal_weight=5.0,
-                                       learning_rate_schedule="constant", eta=1.0)
+    fiber, info = guidance.sample(fiber_key, eps, schedule, x_T, num_steps=NUM_STEPS,
+                                  solver=guidance.NDTM(cost, num_steps=5, learning_rate=0.05,
+                                                       terminal_weight=5.0,
+                                                       learning_rate_schedule="constant",
+                                                       eta=1.0))
     exact = prior.condition_linear(jnp.array([[0.0, 1.0]]), query[1:]).sample(fiber_key,
                                                                                NUM_SAMPLES)
     rows.append(["NDTM fiber x₂ = x_q,₂", float(jnp.mean(jnp.abs(fiber[:, 1] - query[1]) < 0.1)),

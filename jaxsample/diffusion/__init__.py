@@ -6,7 +6,8 @@
   predictor–corrector samplers: ``vmf.sample(key, posterior_fn, embeddings, path, ...)``.
 - :mod:`jaxsample.diffusion.guidance` — guided VP diffusion sampling over any ε-predictor: DDIM /
   DDPM with classifier, TAG (temporal alignment) and DPS-style terms, NDTM control guidance and
-  fiber sampling: ``guidance.ddim_sample(key, eps_fn, schedule, x_T, ...) -> (x_0, info)``.
+  fiber sampling: ``guidance.sample(key, eps_fn, schedule, x_T, *, num_steps, solver=DDIM(eta) |
+  DDPM() | NDTM(...), guidance=...) -> (x_0, info)``.
 
 Each method is a module of this package; import it by name (``from jaxsample.diffusion import
 shs``).

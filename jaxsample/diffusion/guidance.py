@@ -18,11 +18,13 @@ g(x, t) to the score s = −ε/σ_t: ε̃ = ε − σ_t·Σ g.
   2023): g = −w·∇ₓ c(x̂₀(x)) through Tweedie's estimate x̂₀ = (x − σ_t ε(x, t))/√ᾱ_t, one
   vector–Jacobian product through ε per step.
 
-**Samplers:** :func:`ddim_sample` (η = 0 is the probability-flow ODE's first-order discretisation,
-η = 1 has DDPM's law), :func:`ddpm_sample` (ancestral, posterior or β variance), and
-:func:`ndtm_sample`, NDTM's variational control guidance (Pandey, Sofian, Draxler, Karaletsos &
+**One sampler, three solvers** (diffrax's shape: one entry point, one solver class per concept):
+:func:`sample` with ``solver=`` :class:`DDIM` (η = 0 is the probability-flow ODE's first-order
+discretisation, η = 1 has DDPM's law), :class:`DDPM` (ancestral, posterior or β variance), or
+:class:`NDTM`, NDTM's variational control guidance (Pandey, Sofian, Draxler, Karaletsos &
 Mandt, *Variational Control for Guidance in Diffusion Models*, ICML 2025, arXiv:2502.03686): before
-every DDIM step a control u is optimised with a fresh optax Adam for M inner steps on
+every DDIM step a control u is optimised with a fresh optax optimiser (Adam by default) for M inner
+steps on
 
 .. math::  c(u) = w_{term}\\,c(x̂_0(x_t + u)) + w_{score}\\,‖ε(x_t) − ε(x_t + u)‖²
                   + w_{control}\\,‖u‖²,
@@ -74,6 +76,9 @@ from jaxsample.kernels import chunking
 from jaxsample.kernels import guidance as kernels
 
 __all__ = [
+    "DDIM",
+    "DDPM",
+    "NDTM",
     "ClassifierGuidance",
     "DPSGuidance",
     "FiberCost",
@@ -86,13 +91,11 @@ __all__ = [
     "TimePredictor",
     "VPSchedule",
     "classifier_guidance",
-    "ddim_sample",
-    "ddpm_sample",
     "dps_guidance",
     "fiber_cost",
     "fiber_guidance",
-    "ndtm_sample",
     "ring_of_gaussians",
+    "sample",
     "tag",
     "time_grid",
     "time_posterior_kl",
@@ -334,7 +337,7 @@ def fiber_cost(feature_fn: Callable, query) -> FiberCost:
     """The fiber loss ‖φ(x) − φ(x_q)‖² of a feature extractor φ at a query x_q.
 
     Its zero set is the fiber {x : φ(x) = φ(x_q)}: the inputs φ cannot tell apart from x_q. Use
-    it as :func:`ndtm_sample`'s terminal cost or in :func:`fiber_guidance`.
+    it as :class:`NDTM`'s terminal cost or in :func:`fiber_guidance`.
 
     Args:
         feature_fn: φ(x) for one sample (any output shape; an equinox module is traced).
@@ -367,7 +370,7 @@ def fiber_guidance(feature_fn: Callable, query, weight, *, normalize: bool = Tru
 
 
 class GuidanceInfo(NamedTuple):
-    """What :func:`ddim_sample` and :func:`ddpm_sample` report besides the samples.
+    """What :func:`sample` reports with the :class:`DDIM` and :class:`DDPM` solvers.
 
     Rows of the per-step arrays are in the order the steps run (first row: t_N = 1).
 
@@ -392,7 +395,8 @@ class GuidanceInfo(NamedTuple):
 
 
 class NDTMInfo(NamedTuple):
-    """What :func:`ndtm_sample` reports: :class:`GuidanceInfo`'s fields and the control's.
+    """What :func:`sample` reports with the :class:`NDTM` solver: :class:`GuidanceInfo`'s fields
+    and the control's.
 
     Attributes:
         times, guidance_norm, time_gap, num_eps_evals, num_vjps: as in :class:`GuidanceInfo`
@@ -460,12 +464,18 @@ def _check_sampler(key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size):
 # ------------------------------------------------------------------------------------ engine
 
 
+# the direction of Adam; the default NDTM step is −λ_i times it (optax.adam(λ_i) exactly), with the
+# learning rate traced. One object, so the default compiles once.
+_ADAM_DIRECTION = optax.scale_by_adam()
+
+
 class _Control(eqx.Module):
     """NDTM's per-step control optimisation: structure static, floats traced."""
 
     terminal_cost: Callable
     terminal_weight: Any
-    learning_rate: Any
+    learning_rate: Any  # None with a user optimiser (its own learning rate)
+    optimizer: Any = eqx.field(static=True)  # None: Adam at learning_rate
     inner_steps: int = eqx.field(static=True)
     weights: tuple[str, str] = eqx.field(static=True)
     init: str = eqx.field(static=True)
@@ -512,8 +522,12 @@ def _guided(eps_fn, terms, x, step_consts):
     return eps, guided, stack(norms), stack(gaps)
 
 
-def _optimise_control(eps_fn, control, x, u0, step_consts, weights, learning_rate):
-    """M Adam steps on NDTM's per-sample cost for a block of samples; returns u and bad flags.
+def _optimise_control(eps_fn, control, x, u0, step_consts, weights, step_scale):
+    """M optimiser steps on NDTM's per-sample cost for a block of samples; returns u and flags.
+
+    Each step's update is the optimiser's, times ``step_scale``: −λ_i on Adam's direction for the
+    default (``optax.adam(λ_i)`` exactly), the learning-rate schedule's factor for a user's
+    optimiser.
 
     The gradient is assembled from one VJP through ε and Tweedie's estimate per inner step:
     ∇_u c = J_{(ε, x̂₀)}ᵀ (2 w_score (ε(x + u) − ε(x)), w_term ∇c(x̂₀)) + 2 w_control u. The score
@@ -533,7 +547,7 @@ def _optimise_control(eps_fn, control, x, u0, step_consts, weights, learning_rat
         eps = eps_block(x_c)
         return eps, kernels.tweedie(x_c, eps, alpha_t)
 
-    optimizer = optax.adam(learning_rate)
+    optimizer = _ADAM_DIRECTION if control.optimizer is None else control.optimizer
 
     def inner(i, carry):
         u, state, reference, bad = carry
@@ -550,7 +564,8 @@ def _optimise_control(eps_fn, control, x, u0, step_consts, weights, learning_rat
         ok = jnp.isfinite(per_sample) & _all_finite(grad)
         grad = jnp.where(_rows(ok, u), grad, jnp.zeros_like(grad))
         with jax.numpy_dtype_promotion("standard"):   # optax: decay ** int32 count
-            updates, state = optimizer.update(grad, state)
+            updates, state = optimizer.update(grad, state, u)
+        updates = jax.tree.map(lambda v: step_scale * v, updates)
         return optax.apply_updates(u, updates), state, reference, bad | ~ok
 
     bad = jnp.zeros(x.shape[0], bool)
@@ -576,12 +591,15 @@ def _run(key, eps_fn, schedule, x_T, terms, control, rule, eta, num_steps, chunk
         gains = -jnp.sqrt(1 - alpha_t) * eps_coefficient
         if control is not None:
             score_w, control_w = kernels.ndtm_weights(*control.weights, alpha_t, alpha_s, eta)
-            base_lr = jnp.asarray(control.learning_rate, dtype)
             if control.learning_rate_schedule == "linear":
-                lrs = base_lr * (1 - jnp.arange(num_steps, dtype=dtype) / num_steps)
+                factor = 1 - jnp.arange(num_steps, dtype=dtype) / num_steps
             else:
-                lrs = jnp.broadcast_to(base_lr, (num_steps,))
-            per_step = (score_w, control_w, lrs)
+                factor = jnp.ones((num_steps,), dtype)
+            if control.optimizer is None:  # Adam at λ_i = λ·factor_i: scale its direction by −λ_i
+                scales = -(jnp.asarray(control.learning_rate, dtype) * factor)
+            else:
+                scales = factor
+            per_step = (score_w, control_w, scales)
             random_init = control.init in ("random", "causal-random")
             causal = control.init.startswith("causal")
         else:
@@ -659,12 +677,11 @@ def _run(key, eps_fn, schedule, x_T, terms, control, rule, eta, num_steps, chunk
                             final_cost=final, nonfinite=bad)
 
 
-# ---------------------------------------------------------------------------------- samplers
+# ---------------------------------------------------------------------------------- solvers
 
 
-def ddim_sample(key, eps_fn: Callable, schedule: VPSchedule, x_T, *, num_steps: int, eta=0.0,
-                guidance=None, chunk_size: int | None = None) -> tuple[jax.Array, GuidanceInfo]:
-    """DDIM sampling from x_T at t = 1 to t = 0 in ``num_steps`` steps, with optional guidance.
+class DDIM(eqx.Module):
+    """The DDIM step (Song, Meng & Ermon 2021), a solver of :func:`sample`.
 
     With t_k = k/N and the guided prediction ε̃ = ε(x, t_k) − σ_k Σ_j g_j(x, t_k) (the terms of
     ``guidance``), each step is
@@ -673,31 +690,151 @@ def ddim_sample(key, eps_fn: Callable, schedule: VPSchedule, x_T, *, num_steps: 
                \\quad c_1 = η\\sqrt{\\frac{(1 − ᾱ_k/ᾱ_{k−1})(1 − ᾱ_{k−1})}{1 − ᾱ_k}},
                \\quad c_2 = \\sqrt{1 − ᾱ_{k−1} − c_1^2},
 
-    ξ ~ N(0, I) (Song, Meng & Ermon 2021). The last step returns x̂₀. η = 0 is deterministic (the
-    probability-flow ODE's exponential-integrator step); η = 1 has the law of DDPM's ancestral
-    step with the posterior variance (:func:`ddpm_sample`).
+    ξ ~ N(0, I). The last step returns x̂₀. η = 0 is deterministic (the probability-flow ODE's
+    exponential-integrator step); η = 1 has the law of DDPM's ancestral step with the posterior
+    variance (:class:`DDPM`).
 
-    ε is evaluated as ``jax.vmap(eps_fn)`` over the batch (``chunk_size`` samples at a time when
-    given: the memory of one step is then that of ``chunk_size`` samples), the steps are a
-    ``lax.scan``. ``eta``, the schedule's floats and the terms' scales are traced: one compilation
-    per (eps_fn, term structure, shapes, ``num_steps``) serves every value.
+    Attributes:
+        eta: η ∈ [0, 1] (traced).
+    """
+
+    eta: Any = 0.0
+
+
+class DDPM(eqx.Module):
+    """Ancestral DDPM sampling (Ho, Jain & Abbeel 2020), a solver of :func:`sample`.
+
+    With β_k = 1 − ᾱ_k/ᾱ_{k−1} and ε̃ as in :class:`DDIM`,
+
+    .. math::  x_{k−1} = \\frac{1}{\\sqrt{1 − β_k}}\\Big(x_k − \\frac{β_k}{σ_k}\\,ε̃\\Big) + s_k ξ,
+
+    with s_k² = β_k(1 − ᾱ_{k−1})/(1 − ᾱ_k) (``"posterior"``: the same law as DDIM with η = 1) or
+    s_k² = β_k (``"beta"``, no noise on the last step).
+
+    Attributes:
+        variance: ``"posterior"`` or ``"beta"``.
+    """
+
+    variance: str = eqx.field(static=True, default="posterior")
+
+
+class NDTM(eqx.Module):
+    """NDTM: DDIM steps with a control optimised before every step, a solver of :func:`sample`.
+
+    At step k (i = N − k steps done) the control u starts at 0 (``"zero"``), at N(0, I) draws
+    (``"random"``), or at the previous step's control (``"causal-zero"``/``"causal-random"``: 0
+    or N(0, I) at the first step) and takes M = ``num_steps`` steps of a fresh ``optimizer``
+    state on the sum over the batch of the per-sample costs
+
+    .. math::  c(u) = w_{term}\\,c\\big(x̂_0(x_k + u)\\big)
+                    + w_{score}\\,‖ε(x_k) − ε(x_k + u)‖² + w_{control}\\,‖u‖²
+
+    (per-sample costs are independent, and Adam acts per coordinate, so this is M steps of a
+    separate Adam per sample). Each update is scaled by the learning-rate schedule: the default
+    optimiser is Adam with learning rate λ_i = λ·(1 − i/N) (``"linear"``) or λ (``"constant"``);
+    a given ``optimizer`` carries its own learning rate and its updates are multiplied by
+    (1 − i/N) or 1. Then the DDIM step of :class:`DDIM` is taken from x_k + u (with the
+    ``guidance`` terms, if any, evaluated there). w_score and w_control follow ``weights``
+    (:func:`jaxsample.kernels.guidance.ndtm_weights`: ``"zero"``, ``"ones"``, ``"ddpm"``,
+    ``"ddim"``; one scheme for both or a ``(score, control)`` pair). x̂₀ is not clipped (clip
+    inside the cost for images). The reference implementation's settings for image inverse
+    problems: 50 steps, M = 5, λ = 0.01 (linear), η = 0.7, w_term = 50, ``"ddim"`` weights;
+    Adam moves every coordinate by about λ per inner step, so set λ to the scale of the data
+    (the default 0.1 suits data of unit scale).
+
+    With ``terminal_weight = 0`` and ``init="zero"`` every control gradient is exactly 0, the
+    update is exactly 0 and the result is bitwise the :class:`DDIM` solver's with the same key.
+
+    Cost per step: M + 1 ε-evaluations and M VJPs through ε and the cost (one evaluation more for
+    the non-zero inits), counted in ``info``.
+
+    Attributes:
+        terminal_cost: ``c(x) -> scalar`` for one sample (e.g. :func:`fiber_cost`).
+        optimizer: an ``optax.GradientTransformation`` for the control (with its own learning
+            rate); default ``None``: Adam at ``learning_rate``.
+        num_steps: M ≥ 1 optimiser steps per diffusion step.
+        learning_rate: λ > 0 of the default Adam (traced; default 0.1); leave it ``None`` when
+            passing ``optimizer``.
+        terminal_weight: w_term ≥ 0 (traced).
+        weights: weight scheme(s) of the score and control penalties.
+        init: ``"zero"``, ``"random"``, ``"causal-zero"`` or ``"causal-random"``.
+        learning_rate_schedule: ``"linear"`` or ``"constant"``.
+        eta: η of the DDIM step (traced).
+    """
+
+    terminal_cost: Callable
+    optimizer: Any = eqx.field(static=True, default=None)
+    num_steps: int = eqx.field(static=True, default=5)
+    learning_rate: Any = None
+    terminal_weight: Any = 50.0
+    weights: Any = eqx.field(static=True, default="ddim")
+    init: str = eqx.field(static=True, default="zero")
+    learning_rate_schedule: str = eqx.field(static=True, default="linear")
+    eta: Any = 0.0
+
+
+def _ndtm_control(solver: NDTM, x_T) -> _Control:
+    check_callable("solver.terminal_cost", solver.terminal_cost)
+    _check_scalar_fn("terminal_cost", solver.terminal_cost,
+                     jax.ShapeDtypeStruct(x_T.shape[1:], x_T.dtype))
+    inner_steps = check_int("solver.num_steps", solver.num_steps, 1)
+    if solver.optimizer is None:
+        learning_rate = check_hyperparameter(
+            "solver.learning_rate", 0.1 if solver.learning_rate is None else solver.learning_rate)
+    elif not isinstance(solver.optimizer, optax.GradientTransformation):
+        raise TypeError("solver.optimizer must be an optax.GradientTransformation, got "
+                        f"{type(solver.optimizer).__name__}")
+    elif solver.learning_rate is not None:
+        raise ValueError("solver.learning_rate sets the default Adam's rate; with an optimizer, "
+                         "put the learning rate inside it (e.g. optax.adam(0.05))")
+    else:
+        learning_rate = None
+    terminal_weight = check_hyperparameter("solver.terminal_weight", solver.terminal_weight,
+                                           positive=False)
+    weights = solver.weights
+    if isinstance(weights, str):
+        weights = (weights, weights)
+    if not isinstance(weights, tuple) or len(weights) != 2:
+        raise TypeError(f"solver.weights must be a scheme name or a (score, control) pair of "
+                        f"them, got {weights!r}")
+    weights = tuple(check_choice("solver.weights", w, WEIGHT_SCHEMES) for w in weights)
+    init = check_choice("solver.init", solver.init, INITS)
+    schedule = check_choice("solver.learning_rate_schedule", solver.learning_rate_schedule,
+                            LEARNING_RATE_SCHEDULES)
+    return _Control(solver.terminal_cost, terminal_weight, learning_rate, solver.optimizer,
+                    inner_steps, weights, init, schedule)
+
+
+def sample(key, eps_fn: Callable, schedule: VPSchedule, x_T, *, num_steps: int, solver=None,
+           guidance=None, chunk_size: int | None = None
+           ) -> tuple[jax.Array, GuidanceInfo | NDTMInfo]:
+    """Guided reverse VP diffusion from x_T at t = 1 to t = 0 in ``num_steps`` steps.
+
+    One engine for every solver (:class:`DDIM`, :class:`DDPM`, :class:`NDTM`; see each for its
+    update) and every guidance term. ε is evaluated as ``jax.vmap(eps_fn)`` over the batch
+    (``chunk_size`` samples at a time when given: the memory of one step is then that of
+    ``chunk_size`` samples; NDTM's control optimisation runs per block too), the steps are a
+    ``lax.scan``. η, the schedule's floats, NDTM's learning rate and weight and the terms' scales
+    are traced: one compilation per (eps_fn, solver and term structure, shapes, ``num_steps``)
+    serves every value.
 
     Args:
-        key: PRNG key (one noise draw per step, the same stream for every guidance).
+        key: PRNG key (one noise draw per step, the same stream for every guidance and solver).
         eps_fn: ``eps_fn(x, t) -> ε`` for one sample x (the shape of one row of ``x_T``) at a
             scalar t ∈ (0, 1], dtype of ``x_T`` (a network, or
             :meth:`GaussianMixturePrior.eps_model`).
         schedule: the :class:`VPSchedule` the predictor was trained with.
         x_T: ``(B, ...)`` starting states at t = 1 (N(0, I) draws for a standard run); their dtype
             is the working dtype.
-        num_steps: N ≥ 1.
-        eta: η ∈ [0, 1].
+        num_steps: N ≥ 1 diffusion steps.
+        solver: :class:`DDIM` (default ``DDIM(eta=0.0)``), :class:`DDPM` or :class:`NDTM`.
         guidance: None, a term or a sequence of terms (:func:`classifier_guidance`, :func:`tag`,
             :func:`dps_guidance`, :func:`fiber_guidance`).
         chunk_size: samples per block of the batch (None: the whole batch at once).
 
     Returns:
-        ``(x_0, info)``: ``(B, ...)`` samples and a :class:`GuidanceInfo`.
+        ``(x_0, info)``: ``(B, ...)`` samples and a :class:`GuidanceInfo` (:class:`NDTMInfo` for
+        the NDTM solver).
 
     Raises:
         TypeError / ValueError: naming the argument, for bad arguments, an ``eps_fn`` whose output
@@ -712,95 +849,22 @@ def ddim_sample(key, eps_fn: Callable, schedule: VPSchedule, x_T, *, num_steps: 
         >>> terms = [guidance.classifier_guidance(prior.classifier(schedule, 0), 10.0),
         ...          guidance.tag(prior.time_predictor(schedule, guidance.time_grid(30)), 1.0)]
         >>> x_T = jax.random.normal(jax.random.key(0), (128, 2))
-        >>> x0, info = guidance.ddim_sample(jax.random.key(1), prior.eps_model(schedule),
-        ...                                 schedule, x_T, num_steps=30, guidance=terms)
+        >>> x0, info = guidance.sample(jax.random.key(1), prior.eps_model(schedule), schedule,
+        ...                            x_T, num_steps=30, solver=guidance.DDIM(eta=0.0),
+        ...                            guidance=terms)
         >>> info.guidance_norm.shape, info.time_gap.shape, bool(info.nonfinite.any())
         ((30, 128, 2), (30, 128, 1), False)
         >>> bool(jnp.mean(jnp.linalg.norm(x0 - prior.means[:1], axis=1) < 0.3) > 0.9)
         True
-    """
-    key, x_T, num_steps, terms, chunk_size = _check_sampler(key, eps_fn, schedule, x_T,
-                                                            num_steps, guidance, chunk_size)
-    eta = check_hyperparameter("eta", eta, positive=False, maximum=1.0)
-    return _run(key, eps_fn, schedule, x_T, terms, None, ("ddim", None), eta, num_steps,
-                chunk_size)
 
+    NDTM on a fiber (the control pulls every sample onto ``{x : x[:2] = (1, 0)}``):
 
-def ddpm_sample(key, eps_fn: Callable, schedule: VPSchedule, x_T, *, num_steps: int,
-                variance: str = "posterior", guidance=None,
-                chunk_size: int | None = None) -> tuple[jax.Array, GuidanceInfo]:
-    """Ancestral DDPM sampling (Ho, Jain & Abbeel 2020) with optional guidance.
-
-    With β_k = 1 − ᾱ_k/ᾱ_{k−1} and ε̃ as in :func:`ddim_sample`,
-
-    .. math::  x_{k−1} = \\frac{1}{\\sqrt{1 − β_k}}\\Big(x_k − \\frac{β_k}{σ_k}\\,ε̃\\Big) + s_k ξ,
-
-    with s_k² = β_k(1 − ᾱ_{k−1})/(1 − ᾱ_k) (``"posterior"``: the same law as DDIM with η = 1) or
-    s_k² = β_k (``"beta"``, no noise on the last step). Everything else is as in
-    :func:`ddim_sample`.
-
-    """
-    key, x_T, num_steps, terms, chunk_size = _check_sampler(key, eps_fn, schedule, x_T,
-                                                            num_steps, guidance, chunk_size)
-    variance = check_choice("variance", variance, VARIANCES)
-    return _run(key, eps_fn, schedule, x_T, terms, None, ("ddpm", variance),
-                check_hyperparameter("eta", 0.0, positive=False), num_steps, chunk_size)
-
-
-def ndtm_sample(key, eps_fn: Callable, schedule: VPSchedule, x_T, terminal_cost: Callable, *,
-                num_steps: int, inner_steps: int = 5, learning_rate=0.1, terminal_weight=50.0,
-                weights: str | tuple[str, str] = "ddim", init: str = "zero",
-                learning_rate_schedule: str = "linear", eta=0.0, guidance=None,
-                chunk_size: int | None = None) -> tuple[jax.Array, NDTMInfo]:
-    """NDTM: DDIM sampling with a control optimised before every step (variational control).
-
-    At step k (i = N − k steps done) the control u starts at 0 (``"zero"``), at N(0, I) draws
-    (``"random"``), or at the previous step's control (``"causal-zero"``/``"causal-random"``: 0
-    or N(0, I) at the first step) and takes M = ``inner_steps`` steps of a fresh optax Adam with
-    learning rate λ_i = λ·(1 − i/N) (``"linear"``) or λ (``"constant"``) on the sum over the batch
-    of the per-sample costs
-
-    .. math::  c(u) = w_{term}\\,c\\big(x̂_0(x_k + u)\\big)
-                    + w_{score}\\,‖ε(x_k) − ε(x_k + u)‖² + w_{control}\\,‖u‖²
-
-    (per-sample costs are independent, and Adam acts per coordinate, so this is M steps of a
-    separate Adam per sample). Then the DDIM step of :func:`ddim_sample` is taken from x_k + u
-    (with the ``guidance`` terms, if any, evaluated there). w_score and w_control follow
-    ``weights`` (:func:`jaxsample.kernels.guidance.ndtm_weights`: ``"zero"``, ``"ones"``,
-    ``"ddpm"``, ``"ddim"``; one scheme for both or a ``(score, control)`` pair). x̂₀ is not
-    clipped (clip inside the cost for images). The reference implementation's settings for image
-    inverse problems: 50 steps, M = 5, λ = 0.01 (linear), η = 0.7, w_term = 50, ``"ddim"``
-    weights; Adam moves every coordinate by about λ per inner step, so set λ to the scale of the
-    data (the default 0.1 suits data of unit scale).
-
-    With ``terminal_weight = 0`` and ``init="zero"`` every control gradient is exactly 0, Adam's
-    update is exactly 0 and the result is bitwise :func:`ddim_sample` with the same key.
-
-    Cost per step: M + 1 ε-evaluations and M VJPs through ε and the cost (one evaluation more for
-    the non-zero inits), counted in ``info``.
-
-    Args:
-        key, eps_fn, schedule, x_T, num_steps, eta, guidance, chunk_size: as in
-            :func:`ddim_sample` (the control optimisation runs per block of ``chunk_size``).
-        terminal_cost: ``c(x) -> scalar`` for one sample (e.g. :func:`fiber_cost`).
-        inner_steps: M ≥ 1 Adam steps per diffusion step.
-        learning_rate: λ > 0 (traced).
-        terminal_weight: w_term ≥ 0 (traced).
-        weights: weight scheme(s) of the score and control penalties.
-        init: ``"zero"``, ``"random"``, ``"causal-zero"`` or ``"causal-random"``.
-        learning_rate_schedule: ``"linear"`` or ``"constant"``.
-
-    Returns:
-        ``(x_0, info)``: ``(B, ...)`` samples and an :class:`NDTMInfo`.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from jaxsample.diffusion import guidance
         >>> prior = guidance.ring_of_gaussians(4, dim=3)
         >>> schedule = guidance.VPSchedule()
         >>> cost = guidance.fiber_cost(lambda x: x[:2], jnp.array([1.0, 0.0, 0.0]))
-        >>> x0, info = guidance.ndtm_sample(jax.random.key(0), prior.eps_model(schedule),
-        ...     schedule, jax.random.normal(jax.random.key(1), (32, 3)), cost, num_steps=20)
+        >>> x0, info = guidance.sample(jax.random.key(0), prior.eps_model(schedule), schedule,
+        ...                            jax.random.normal(jax.random.key(1), (32, 3)),
+        ...                            num_steps=20, solver=guidance.NDTM(cost))
         >>> int(info.num_eps_evals), int(info.num_vjps)
         (120, 100)
         >>> float(jnp.median(jnp.sqrt(info.final_cost))) < 0.2      # near the fiber
@@ -808,23 +872,19 @@ def ndtm_sample(key, eps_fn: Callable, schedule: VPSchedule, x_T, terminal_cost:
     """
     key, x_T, num_steps, terms, chunk_size = _check_sampler(key, eps_fn, schedule, x_T,
                                                             num_steps, guidance, chunk_size)
-    check_callable("terminal_cost", terminal_cost)
-    _check_scalar_fn("terminal_cost", terminal_cost,
-                     jax.ShapeDtypeStruct(x_T.shape[1:], x_T.dtype))
-    inner_steps = check_int("inner_steps", inner_steps, 1)
-    learning_rate = check_hyperparameter("learning_rate", learning_rate)
-    terminal_weight = check_hyperparameter("terminal_weight", terminal_weight, positive=False)
-    if isinstance(weights, str):
-        weights = (weights, weights)
-    if not isinstance(weights, tuple) or len(weights) != 2:
-        raise TypeError(f"weights must be a scheme name or a (score, control) pair of them, got "
-                        f"{weights!r}")
-    weights = tuple(check_choice("weights", w, WEIGHT_SCHEMES) for w in weights)
-    init = check_choice("init", init, INITS)
-    learning_rate_schedule = check_choice("learning_rate_schedule", learning_rate_schedule,
-                                          LEARNING_RATE_SCHEDULES)
-    eta = check_hyperparameter("eta", eta, positive=False, maximum=1.0)
-    control = _Control(terminal_cost, terminal_weight, learning_rate, inner_steps, weights, init,
-                       learning_rate_schedule)
-    return _run(key, eps_fn, schedule, x_T, terms, control, ("ddim", None), eta, num_steps,
-                chunk_size)
+    solver = DDIM() if solver is None else solver
+    if isinstance(solver, DDIM):
+        eta = check_hyperparameter("solver.eta", solver.eta, positive=False, maximum=1.0)
+        return _run(key, eps_fn, schedule, x_T, terms, None, ("ddim", None), eta, num_steps,
+                    chunk_size)
+    if isinstance(solver, DDPM):
+        variance = check_choice("solver.variance", solver.variance, VARIANCES)
+        return _run(key, eps_fn, schedule, x_T, terms, None, ("ddpm", variance),
+                    check_hyperparameter("eta", 0.0, positive=False), num_steps, chunk_size)
+    if isinstance(solver, NDTM):
+        control = _ndtm_control(solver, x_T)
+        eta = check_hyperparameter("solver.eta", solver.eta, positive=False, maximum=1.0)
+        return _run(key, eps_fn, schedule, x_T, terms, control, ("ddim", None), eta, num_steps,
+                    chunk_size)
+    raise TypeError("solver must be guidance.DDIM(eta), guidance.DDPM(variance) or "
+                    f"guidance.NDTM(terminal_cost, ...), got {type(solver).__name__}")

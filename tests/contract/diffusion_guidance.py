@@ -7,6 +7,7 @@ predictor, classifier guidance plus TAG, 3 steps, 4 samples; the traced hyper-pa
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from contract import KEY, BadInput, Entry
 from jaxsample.diffusion import guidance
@@ -31,27 +32,29 @@ def _terms(prior, schedule, omega):
 def _sample(dtype):
     prior, schedule, x_T = _setup(dtype)
     terms = _terms(prior, schedule, 1.0)
-    return lambda key: guidance.ddim_sample(key, prior.eps_model(schedule), schedule, x_T,
-                                            num_steps=NUM_STEPS, eta=0.5, guidance=terms)
+    return lambda key: guidance.sample(key, prior.eps_model(schedule), schedule, x_T,
+                                       num_steps=NUM_STEPS, solver=guidance.DDIM(eta=0.5),
+                                       guidance=terms)
 
 
 def _hyper(dtype):
     prior, schedule, x_T = _setup(dtype)
-    return lambda key, h: guidance.ddim_sample(key, prior.eps_model(schedule), schedule, x_T,
-                                               num_steps=NUM_STEPS, eta=0.5,
-                                               guidance=_terms(prior, schedule, h))
+    return lambda key, h: guidance.sample(key, prior.eps_model(schedule), schedule, x_T,
+                                          num_steps=NUM_STEPS, solver=guidance.DDIM(eta=0.5),
+                                          guidance=_terms(prior, schedule, h))
 
 
-def _call(sampler="ddim", eps_fn=None, x_T=None, **kwargs):
+def _call(solver=None, eps_fn=None, x_T=None, **kwargs):
     prior, schedule, default_x = _setup(jnp.float32)
     eps_fn = prior.eps_model(schedule) if eps_fn is None else eps_fn
     x_T = default_x if x_T is None else x_T
-    settings = dict(num_steps=2)
+    settings = dict(num_steps=2, solver=solver)
     settings.update(kwargs)
-    if sampler == "ndtm":
-        cost = guidance.fiber_cost(lambda x: x[:1], np.zeros(2, np.float32))
-        return guidance.ndtm_sample(KEY, eps_fn, schedule, x_T, cost, **settings)
-    return guidance.ddim_sample(KEY, eps_fn, schedule, x_T, **settings)
+    return guidance.sample(KEY, eps_fn, schedule, x_T, **settings)
+
+
+def _ndtm(**kwargs):
+    return guidance.NDTM(guidance.fiber_cost(lambda x: x[:1], np.zeros(2, np.float32)), **kwargs)
 
 
 def _predictor():
@@ -78,15 +81,20 @@ ENTRIES = [
             BadInput(lambda: _call(eps_fn=lambda x, t: x[:1]), ValueError, "eps_fn"),
             BadInput(lambda: _call(eps_fn=3), TypeError, "eps_fn"),
             BadInput(lambda: _call(x_T=np.full((4, 2), np.nan, np.float32)), ValueError, "x_T"),
-            BadInput(lambda: _call(eta=1.5), ValueError, "eta"),
+            BadInput(lambda: _call(guidance.DDIM(eta=1.5)), ValueError, "eta"),
+            BadInput(lambda: _call("ddim"), TypeError, "solver"),
+            BadInput(lambda: _call(guidance.DDPM("exact")), ValueError, "variance"),
             BadInput(lambda: _call(guidance="tag"), TypeError, "guidance"),
             BadInput(lambda: _call(guidance=guidance.tag(_predictor(), 1.0)), ValueError,
                      "time_logits_fn"),
             BadInput(lambda: guidance.tag(_predictor(), -1.0), ValueError, "omega"),
-            BadInput(lambda: _call("ndtm", weights="adam"), ValueError, "weights"),
-            BadInput(lambda: _call("ndtm", init="ones"), ValueError, "init"),
-            BadInput(lambda: _call("ndtm", inner_steps=0), ValueError, "inner_steps"),
-            BadInput(lambda: _call("ndtm", learning_rate=0.0), ValueError, "learning_rate"),
+            BadInput(lambda: _call(_ndtm(weights="adam")), ValueError, "weights"),
+            BadInput(lambda: _call(_ndtm(init="ones")), ValueError, "init"),
+            BadInput(lambda: _call(_ndtm(num_steps=0)), ValueError, "num_steps"),
+            BadInput(lambda: _call(_ndtm(learning_rate=0.0)), ValueError, "learning_rate"),
+            BadInput(lambda: _call(_ndtm(optimizer="adam")), TypeError, "optimizer"),
+            BadInput(lambda: _call(_ndtm(optimizer=optax.sgd(0.1), learning_rate=0.1)),
+                     ValueError, "learning_rate"),
         ),
         note="hyper is TAG's ω (the classifier scale, η and the schedule's floats are traced "
              "leaves too). Non-finite predictions and costs are flagged in info.nonfinite "
