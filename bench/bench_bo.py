@@ -26,7 +26,7 @@ import numpy as np
 from harness import BenchTable, Row
 
 from jaxsample.decision import SphericalLinearBO
-from jaxsample.decision._gp import gp_ucb_run
+from jaxsample.decision.baselines import gp_ucb_run
 from jaxsample.kernels import sphere
 
 NOISE = 0.01

@@ -17,7 +17,7 @@ Peers (bench-only, not library code):
   (``t < d``). Written in JAX (``vmap`` over candidates, ``fori_loop`` over picks, ``lax.map``
   over batches) with the selected rows padded to the batch's pick count, so every step costs the
   last step's flops (an unpadded version would do about half the work).
-* **k-center greedy** (farthest point; :func:`jaxsample.demo.leverage.k_center_greedy`).
+* **k-center greedy** (farthest point; :func:`jaxsample.subset.baselines.k_center_greedy`).
 * **facility location** (``apricot-select``, lazy greedy on the dense similarity): only where
   the dense ``n × n`` float64 similarity fits (digits); apricot's sparse ``n_neighbors`` path
   fails on this scipy (numba signature mismatch).
@@ -39,8 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 from harness import BenchTable, Row
 
-from jaxsample.demo.leverage import imbalanced_clusters, k_center_greedy
+from jaxsample.datasets import imbalanced_clusters
 from jaxsample.subset import leverage_sample, leverage_select, vendi_score
+from jaxsample.subset.baselines import k_center_greedy
 
 RIDGE = 1e-3
 

@@ -23,8 +23,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from jaxsample.demo.leverage import imbalanced_clusters, k_center_greedy, random_fourier_features
+from jaxsample.datasets import imbalanced_clusters, random_fourier_features
 from jaxsample.subset import leverage_sample, leverage_select, vendi_score
+from jaxsample.subset.baselines import k_center_greedy
 
 
 def main(argv=None):

@@ -11,23 +11,29 @@ import math
 import jax
 import jax.numpy as jnp
 
-__all__ = ["backward_induction", "dirichlet", "evaluate", "inverse_cdf", "occupancy"]
+__all__ = ["backward_induction", "dirichlet", "empirical_transitions", "evaluate", "occupancy",
+           "stagewise"]
 
 
-def inverse_cdf(probs: jax.Array, u: jax.Array) -> jax.Array:
-    """The category ``j`` with ``F_{j−1} ≤ u < F_j`` for ``F`` the CDF of ``probs`` (``(..., n)``
-    rows summing to 1) and uniforms ``u`` (``(...)``); int32, never a zero-mass category.
+def empirical_transitions(counts: jax.Array, dtype) -> jax.Array:
+    """Empirical next-state laws ``P̂(s′|s, a) = N(s, a, s′) / N(s, a)`` from ``(..., S)`` counts,
+    uniform where a pair was never visited.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> inverse_cdf(jnp.array([0.2, 0.0, 0.8]), jnp.array(0.5)).tolist()
-        2
+        >>> empirical_transitions(jnp.array([[3, 1], [0, 0]]), jnp.float32).tolist()
+        [[0.75, 0.25], [0.5, 0.5]]
     """
-    cdf = jnp.cumsum(probs, axis=-1)
-    idx = jnp.sum(cdf <= (u * cdf[..., -1])[..., None], axis=-1)
-    n = probs.shape[-1]
-    last = n - 1 - jnp.argmax(jnp.flip(probs, -1) > 0, axis=-1)
-    return jnp.minimum(idx, last).astype(jnp.int32)
+    n = counts.astype(dtype)
+    total = jnp.sum(n, axis=-1, keepdims=True)
+    uniform = jnp.full_like(n, 1.0 / counts.shape[-1])
+    return jnp.where(total > 0, n / jnp.maximum(total, 1), uniform)
+
+
+def stagewise(array: jax.Array, horizon: int) -> jax.Array:
+    """``(H, ...)`` per-stage arrays from a stage-homogeneous ``(1, ...)`` one (or ``(H, ...)``
+    unchanged)."""
+    return jnp.broadcast_to(array, (horizon, *array.shape[1:]))
 
 
 def backward_induction(transitions: jax.Array, rewards: jax.Array):

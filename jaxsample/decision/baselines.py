@@ -1,4 +1,4 @@
-"""Baselines of :mod:`jaxsample.decision`: UCBVI for tabular episodic MDPs.
+"""Baselines of :mod:`jaxsample.decision`: UCBVI for tabular episodic MDPs, GP-UCB on the sphere.
 
 UCBVI with Hoeffding bonuses (Azar, Osband & Munos 2017): with ``N_h(s, a)`` visits and ``P̂`` the
 empirical transitions (uniform on unvisited pairs),
@@ -9,6 +9,15 @@ empirical transitions (uniform on unvisited pairs),
 (``b = H`` on unvisited pairs, so they are optimistic), and the agent plays the greedy policy of
 ``Q``. The dueling-bandit baselines (winner-row and uniform sampling) are strategies of
 :func:`jaxsample.decision.identify_condorcet`.
+
+GP-UCB on the sphere (:func:`gp_ucb_run`), the small exact-GP baseline of spherical BO, in JAX: an
+RBF kernel on unit vectors, :math:`k(u, v) = \\exp(−\\|u − v\\|^2/(2ℓ^2))`, fixed ℓ and noise,
+y standardised by the running mean and deviation; each iteration refits the exact posterior
+(an N×N Cholesky, O(N³)) and maximises UCB over random candidates: half uniform directions, half
+perturbations of the best point (angle ~ ℓ/2). The whole loop is one ``lax.scan`` over a
+fixed-size buffer whose unused rows are masked out of the kernel matrix (identity block), so the
+posterior over the used rows is exact. It is the cheap JAX stand-in for a GP-based BO library, not
+a replacement for one (no hyper-parameter fit, no gradient-based acquisition optimiser).
 """
 
 from __future__ import annotations
@@ -22,14 +31,12 @@ from jaxsample._checks import check_hyperparameter, is_concrete
 from jaxsample.decision.psrl import (
     PSRLInfo,
     TabularMDP,
-    _backward,
-    _check_common,
-    _empirical,
-    _episode_outputs,
-    _stages,
+    check_run_arguments,
+    episode_outputs,
 )
+from jaxsample.kernels import sphere, tabular
 
-__all__ = ["run_ucbvi"]
+__all__ = ["gp_ucb_run", "run_ucbvi"]
 
 
 @functools.partial(jax.jit, static_argnames=("num_episodes", "homogeneous",
@@ -39,7 +46,7 @@ def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes
     transitions, rewards, initial = mdp_arrays
     horizon, s, a, _ = transitions.shape
     dtype = rewards.dtype
-    v_star_all, _, _ = _backward(transitions, rewards)
+    v_star_all, _, _ = tabular.backward_induction(transitions, rewards)
     v_star = initial @ v_star_all[0]
     log_term = jnp.log(jnp.asarray(s * a * horizon * num_episodes, dtype)
                        / jnp.asarray(delta, dtype))
@@ -48,8 +55,8 @@ def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes
 
     def episode(counts, key_k):
         with jax.named_scope("ucbvi_episode"):
-            visits = _stages(jnp.sum(counts, axis=-1), horizon).astype(dtype)
-            p_hat = _stages(_empirical(counts, dtype), horizon)
+            visits = tabular.stagewise(jnp.sum(counts, axis=-1), horizon).astype(dtype)
+            p_hat = tabular.stagewise(tabular.empirical_transitions(counts, dtype), horizon)
             bonus = jnp.where(visits > 0, jnp.asarray(bonus_scale, dtype) * horizon
                               * jnp.sqrt(log_term / jnp.maximum(visits, 1)),
                               jnp.asarray(horizon, dtype))
@@ -62,7 +69,7 @@ def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes
             _, policy = jax.lax.scan(step, jnp.zeros((s,), dtype), (p_hat, rewards, bonus, cap),
                                      reverse=True)
             played = jax.nn.one_hot(policy, a, dtype=dtype)
-            regret, counts, states, actions = _episode_outputs(
+            regret, counts, states, actions = episode_outputs(
                 mdp_arrays, v_star, played, key_k, counts, homogeneous)
             if not store_trajectories:
                 states, actions = states[:0], actions[:0]
@@ -103,11 +110,63 @@ def run_ucbvi(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, bonus_scale
         >>> info.regret.shape
         (20,)
     """
-    key, num_episodes, initial_counts = _check_common(key, mdp, num_episodes, initial_counts,
-                                                      homogeneous)
+    key, num_episodes, initial_counts = check_run_arguments(key, mdp, num_episodes,
+                                                            initial_counts, homogeneous)
     bonus_scale = check_hyperparameter("bonus_scale", bonus_scale, positive=False)
     delta = check_hyperparameter("delta", delta, maximum=1.0)
     if is_concrete(delta) and float(delta) >= 1.0:
         raise ValueError(f"delta must be in (0, 1), got {float(delta)}")
     return _run_ucbvi(key, (mdp.transitions, mdp.rewards, mdp.initial), bonus_scale, delta,
                       initial_counts, num_episodes, bool(homogeneous), bool(store_trajectories))
+
+
+@functools.partial(jax.jit, static_argnames=("objective", "dim", "num_iterations", "num_initial",
+                                             "num_candidates"))
+def gp_ucb_run(key, objective, dim: int, num_iterations: int, *, num_initial: int = 10,
+               num_candidates: int = 1024, lengthscale=0.5, noise=1e-2, beta=2.0):
+    """GP-UCB on S^{D−1}; returns the ``(num_initial + num_iterations,)`` observed values.
+
+    ``objective`` maps ``(q, D)`` unit vectors to ``(q,)`` values (float32).
+    """
+    with jax.named_scope("gp_ucb"):
+        total = num_initial + num_iterations
+        key_init, key_loop = jax.random.split(key)
+        x0 = sphere.uniform(key_init, (num_initial,), dim)
+        y0 = objective(x0)
+        xs = jnp.zeros((total, dim)).at[:num_initial].set(x0)
+        ys = jnp.zeros(total).at[:num_initial].set(y0)
+        index = jnp.arange(total)
+
+        def kernel(a, b):
+            return jnp.exp(-(1 - a @ b.T) / lengthscale**2)
+
+        def body(carry, inputs):
+            xs, ys = carry
+            step, step_key = inputs
+            n = num_initial + step
+            mask = (index < n).astype(xs.dtype)
+            mean_y = jnp.sum(ys * mask) / n
+            std_y = jnp.sqrt(jnp.sum(((ys - mean_y) * mask) ** 2) / n) + 1e-9
+            z = (ys - mean_y) / std_y * mask
+            gram = kernel(xs, xs) * mask[:, None] * mask[None, :]
+            gram = gram + jnp.diag(noise * mask + (1 - mask))
+            chol = jnp.linalg.cholesky(gram)
+            alpha = jax.scipy.linalg.cho_solve((chol, True), z)
+            key_uniform, key_local = jax.random.split(step_key)
+            best = xs[jnp.argmax(jnp.where(mask > 0, ys, -jnp.inf))]
+            half = num_candidates // 2
+            uniform = sphere.uniform(key_uniform, (num_candidates - half,), dim)
+            local = sphere.retract(best[None] + lengthscale / 2 / jnp.sqrt(dim)
+                                   * sphere.normal(key_local, (half, dim)))
+            candidates = jnp.concatenate([uniform, local])
+            cross = kernel(candidates, xs) * mask[None, :]
+            mean = cross @ alpha
+            v = jax.scipy.linalg.solve_triangular(chol, cross.T, lower=True)
+            var = jnp.maximum(1 - jnp.sum(v * v, axis=0), 1e-12)
+            pick = candidates[jnp.argmax(mean + beta * jnp.sqrt(var))]
+            value = objective(pick[None])[0]
+            return (xs.at[n].set(pick), ys.at[n].set(value)), value
+
+        inputs = (jnp.arange(num_iterations), jax.random.split(key_loop, num_iterations))
+        _, values = jax.lax.scan(body, (xs, ys), inputs)
+        return jnp.concatenate([y0, values])

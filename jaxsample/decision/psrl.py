@@ -45,9 +45,10 @@ from jaxsample._checks import (
     check_hyperparameter,
     check_int,
     check_key,
+    check_simplex,
     is_concrete,
 )
-from jaxsample.kernels import tabular
+from jaxsample.kernels import resampling, tabular
 
 __all__ = [
     "PSRLInfo",
@@ -89,22 +90,18 @@ class TabularMDP(eqx.Module):
         h, s, a, s2 = transitions.shape
         if s2 != s:
             raise ValueError(f"transitions must have shape (H, S, A, S), got {transitions.shape}")
+        # laws over the next state along the last axis
+        transitions = check_simplex("transitions", transitions)
         rewards = check_array("rewards", rewards, shape=(h, s, a), dtype=transitions.dtype)
         if initial is None:
             initial = jnp.zeros((s,), transitions.dtype).at[0].set(1)
-        initial = check_array("initial", initial, shape=(s,), dtype=transitions.dtype)
-        if is_concrete((transitions, rewards, initial)):
-            p = np.asarray(transitions, np.float64)
-            if (not np.all(np.isfinite(p)) or np.any(p < 0)
-                    or np.max(np.abs(p.sum(-1) - 1)) > 1e-5):
-                raise ValueError("transitions must be probabilities summing to 1 over the next "
-                                 "state (last axis)")
+        initial = check_simplex("initial", initial, shape=(s,))
+        if initial.dtype != transitions.dtype:
+            raise TypeError(f"initial must have dtype {transitions.dtype}, got {initial.dtype}")
+        if is_concrete(rewards):
             r = np.asarray(rewards, np.float64)
             if not np.all(np.isfinite(r)) or np.any(r < 0) or np.any(r > 1):
                 raise ValueError("rewards must lie in [0, 1]")
-            rho = np.asarray(initial, np.float64)
-            if np.any(rho < 0) or abs(rho.sum() - 1) > 1e-5:
-                raise ValueError("initial must be a probability vector")
         self.transitions = transitions
         self.rewards = rewards
         self.initial = initial
@@ -218,12 +215,12 @@ def _rollout(key, transitions, rewards, initial, probs):
         # all the episode's uniforms in one draw (each random call costs a compilation)
         horizon = transitions.shape[0]
         u = jax.random.uniform(key, (2 * horizon + 2,), transitions.dtype).reshape(horizon + 1, 2)
-        start = tabular.inverse_cdf(initial, u[0, 0])
+        start = resampling.inverse_cdf(initial, u[0, 0])
 
         def step(s, arrays):
             u_h, p, r, pi = arrays
-            a = tabular.inverse_cdf(pi[s], u_h[0])
-            s_next = tabular.inverse_cdf(p[s, a], u_h[1])
+            a = resampling.inverse_cdf(pi[s], u_h[0])
+            s_next = resampling.inverse_cdf(p[s, a], u_h[1])
             return s_next, (s_next, a, r[s, a])
 
         _, (nxt, actions, rew) = jax.lax.scan(step, start, (u[1:], transitions, rewards, probs))
@@ -253,24 +250,15 @@ class PSRLInfo(NamedTuple):
     nonfinite: jax.Array
 
 
-def _empirical(counts, dtype):
-    n = counts.astype(dtype)
-    total = jnp.sum(n, axis=-1, keepdims=True)
-    uniform = jnp.full_like(n, 1.0 / counts.shape[-1])
-    return jnp.where(total > 0, n / jnp.maximum(total, 1), uniform)
-
-
-def _stages(array, horizon):
-    return jnp.broadcast_to(array, (horizon, *array.shape[1:]))
-
-
 def _count_update(counts, states, actions, homogeneous):
     h = actions.shape[0]
     stage = jnp.zeros((h,), jnp.int32) if homogeneous else jnp.arange(h, dtype=jnp.int32)
     return counts.at[stage, states[:-1], actions, states[1:]].add(1)
 
 
-def _episode_outputs(mdp_arrays, v_star, probs_played, key, counts, homogeneous):
+def episode_outputs(mdp_arrays, v_star, probs_played, key, counts, homogeneous):
+    """An episode's exact regret, its rollout and the updated counts (shared with the UCBVI
+    baseline, :func:`jaxsample.decision.baselines.run_ucbvi`)."""
     transitions, rewards, initial = mdp_arrays
     value = initial @ _evaluate(transitions, rewards, probs_played)[0]
     regret = v_star - value
@@ -296,10 +284,10 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
     def episode(counts, key_k):
         with jax.named_scope("psrl_episode"):
             key_post, key_roll = jax.random.split(key_k)
-            p_hat = _stages(_empirical(counts, dtype), horizon)
+            p_hat = tabular.stagewise(tabular.empirical_transitions(counts, dtype), horizon)
             _, _, pi_hat = _backward(p_hat, rewards)
             alpha = prior + counts.astype(dtype)
-            p_tilde = _stages(tabular.dirichlet(key_post, alpha), horizon)
+            p_tilde = tabular.stagewise(tabular.dirichlet(key_post, alpha), horizon)
             v_tilde, _, pi_tilde = _backward(p_tilde, rewards)
             hat_probs = jax.nn.one_hot(pi_hat, a, dtype=dtype)
             tilde_probs = jax.nn.one_hot(pi_tilde, a, dtype=dtype)
@@ -317,7 +305,7 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
             else:
                 explore_probs = reference if explore_policy == "reference" else tilde_probs
                 played = jnp.where(explore, explore_probs, hat_probs)
-            regret, counts, states, actions = _episode_outputs(
+            regret, counts, states, actions = episode_outputs(
                 mdp_arrays, v_star, played, key_roll, counts, homogeneous)
             if not store_trajectories:
                 states, actions = states[:0], actions[:0]
@@ -332,7 +320,8 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
                             states, actions, nonfinite)
 
 
-def _check_common(key, mdp, num_episodes, initial_counts, homogeneous):
+def check_run_arguments(key, mdp, num_episodes, initial_counts, homogeneous):
+    """The checks of :func:`run_psrl` and the UCBVI baseline's shared arguments."""
     key = check_key("key", key)
     if not isinstance(mdp, TabularMDP):
         raise TypeError(f"mdp must be a TabularMDP, got {type(mdp).__name__}")
@@ -388,8 +377,8 @@ def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str
         >>> info.regret.shape, bool(info.regret.min() >= -1e-5)
         ((50,), True)
     """
-    key, num_episodes, initial_counts = _check_common(key, mdp, num_episodes, initial_counts,
-                                                      homogeneous)
+    key, num_episodes, initial_counts = check_run_arguments(key, mdp, num_episodes,
+                                                            initial_counts, homogeneous)
     variant = check_choice("variant", variant, VARIANTS)
     explore_policy = check_choice("explore_policy", explore_policy, EXPLORE_POLICIES)
     disagreement = check_choice("disagreement", disagreement, DISAGREEMENTS)

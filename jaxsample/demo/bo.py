@@ -32,7 +32,7 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
     import matplotlib.pyplot as plt
 
     from jaxsample.decision import SphericalLinearBO
-    from jaxsample.decision._gp import gp_ucb_run
+    from jaxsample.decision.baselines import gp_ucb_run
     from jaxsample.kernels import sphere
 
     rng = np.random.default_rng(0)

@@ -29,7 +29,8 @@ from jaxsample.kernels.interactions import (
     smoothed_kde_score,
     symmetric_lyapunov_solve,
 )
-from jaxsample.particles.mmsold import _check_data, _check_num_smoothing_samples, moment_targets
+from jaxsample.particles._validation import check_data, check_num_smoothing_samples
+from jaxsample.particles.mmsold import moment_targets
 
 __all__ = ["ExactTilt", "Tilt", "exact_tilt", "plugin_tilt"]
 
@@ -109,12 +110,12 @@ def plugin_tilt(key: jax.Array, data, *, bandwidth: float, smoothing: float,
         (True, True)
     """
     key = check_key("key", key)
-    data = _check_data(data)
+    data = check_data(data)
     mean, cov, _ = moment_targets(data, bandwidth)
     smoothing = check_hyperparameter("smoothing", smoothing, positive=False)
-    num_smoothing_samples = _check_num_smoothing_samples(num_smoothing_samples)
+    num_smoothing_samples = check_num_smoothing_samples(num_smoothing_samples)
     chunk_size = check_chunk_size(chunk_size)
-    points = data if estimation_points is None else _check_data(estimation_points,
+    points = data if estimation_points is None else check_data(estimation_points,
                                                                 "estimation_points")
     if points.shape[1] != data.shape[1] or points.dtype != data.dtype:
         raise ValueError(
@@ -200,7 +201,7 @@ def exact_tilt(data, *, bandwidth: float, smoothing: float, grid_size: int = 201
         >>> tilt.converged, bool(tilt.quadratic[0, 0] < 0)
         (True, True)
     """
-    data = _check_data(data)
+    data = check_data(data)
     mean, cov, _ = (np.asarray(a, np.float64) for a in moment_targets(data, bandwidth))
     bandwidth = check_number("bandwidth", bandwidth, positive=True)
     smoothing = check_number("smoothing", smoothing, positive=False)

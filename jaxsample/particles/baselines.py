@@ -31,12 +31,8 @@ from jaxsample._checks import (
 )
 from jaxsample.core import SamplingAlgorithm
 from jaxsample.kernels.interactions import antithetic_normal, smoothed_kde_score
-from jaxsample.particles.mmsold import (
-    DEFAULT_CHUNK_SIZE,
-    _algorithm,
-    _check_data,
-    _check_num_smoothing_samples,
-)
+from jaxsample.particles._validation import check_data, check_num_smoothing_samples
+from jaxsample.particles.mmsold import DEFAULT_CHUNK_SIZE, build_algorithm
 
 __all__ = ["CFDMInfo", "cfdm_sample", "smoothed_langevin", "svgd"]
 
@@ -63,8 +59,9 @@ def smoothed_langevin(data, *, bandwidth: float, smoothing: float,
         >>> alg.step(jax.random.key(2), state)[0].positions.shape
         (8, 2)
     """
-    return _algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, integrator,
-                      estimator, chunk_size, num_neighbours, num_remainder, constrained=False)
+    return build_algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size,
+                           integrator, estimator, chunk_size, num_neighbours, num_remainder,
+                           constrained=False)
 
 
 class CFDMInfo(NamedTuple):
@@ -113,11 +110,11 @@ def cfdm_sample(key: jax.Array, data, *, num_samples: int, smoothing: float, num
         ((8, 2), False)
     """
     key = check_key("key", key)
-    data = _check_data(data)
+    data = check_data(data)
     num_samples = check_int("num_samples", num_samples, 1)
     smoothing = check_hyperparameter("smoothing", smoothing, positive=False)
     num_steps = check_int("num_steps", num_steps, 2)
-    num_smoothing_samples = _check_num_smoothing_samples(num_smoothing_samples)
+    num_smoothing_samples = check_num_smoothing_samples(num_smoothing_samples)
     chunk_size = check_chunk_size(chunk_size)
     return _cfdm(key, data, num_samples, smoothing, num_steps, num_smoothing_samples, chunk_size)
 

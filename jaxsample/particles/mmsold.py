@@ -64,6 +64,7 @@ from jaxsample.kernels.interactions import (
     smoothed_kde_score,
 )
 from jaxsample.kernels.stiefel import retract, tangent_project
+from jaxsample.particles._validation import check_data, check_num_smoothing_samples
 
 __all__ = [
     "MMSOLDInfo",
@@ -123,21 +124,6 @@ class MomentTargets(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- validation
-
-
-def _check_data(data, name: str = "data") -> jax.Array:
-    """``(n, d)`` finite floating data (a pytree of ``(n, ...)`` leaves: :func:`_flat_data`)."""
-    data = check_array(name, data, ndim=2, finite=True, min_rows=1)
-    if data.shape[1] < 1:
-        raise ValueError(f"{name} must have shape (n, d) with d >= 1, got shape {data.shape}")
-    return data
-
-
-def _check_num_smoothing_samples(value) -> int:
-    value = check_int("num_smoothing_samples", value, 2)
-    if value % 2:
-        raise ValueError(f"num_smoothing_samples must be even (antithetic pairs), got {value}")
-    return value
 
 
 def _checked_targets(data, bandwidth) -> MomentTargets:
@@ -224,9 +210,9 @@ def _sample_kde(key, data, num_samples, bandwidth):
 def _flat_data(data):
     """``(flat (n, D), structure)``: pytree data raveled once, each record one flat row."""
     if _pytree.structure_of(data) is None:
-        return _check_data(data), None
+        return check_data(data), None
     flat, structure = _pytree.ravel(check_position("data", data, batch_ndim=1), batch_ndim=1)
-    return _check_data(flat), structure
+    return check_data(flat), structure
 
 
 # ----------------------------------------------------------------------------- the sampler
@@ -382,10 +368,11 @@ def build_kernel(
     return kernel
 
 
-def _algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, integrator,
-               estimator, chunk_size, num_neighbours, num_remainder, constrained
-               ) -> SamplingAlgorithm:
-    """Checks the arguments once and builds MM-SOLD (``constrained``) or the naive baseline."""
+def build_algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, integrator,
+                    estimator, chunk_size, num_neighbours, num_remainder, constrained
+                    ) -> SamplingAlgorithm:
+    """Checks the arguments once and builds MM-SOLD (``constrained``) or the naive baseline
+    (:func:`jaxsample.particles.baselines.smoothed_langevin`)."""
     data, structure = _flat_data(data)
     bandwidth = check_hyperparameter("bandwidth", bandwidth)
     targets = _checked_targets(data, bandwidth)
@@ -403,7 +390,7 @@ def _algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, int
     kernel = build_kernel(
         integrator=check_choice("integrator", integrator, INTEGRATORS),
         estimator=estimator,
-        num_smoothing_samples=_check_num_smoothing_samples(num_smoothing_samples),
+        num_smoothing_samples=check_num_smoothing_samples(num_smoothing_samples),
         smoothed=not (is_concrete(smoothing) and float(smoothing) == 0.0),
         num_neighbours=num_neighbours,
         num_remainder=num_remainder,
@@ -481,6 +468,7 @@ def mmsold(data, *, bandwidth: float, smoothing: float, num_smoothing_samples: i
         >>> state.positions.shape, bool(info.cov_residual.max() < 1e-4)
         ((64, 2), True)
     """
-    return _algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, integrator,
-                      estimator, chunk_size, num_neighbours, num_remainder, constrained=True)
+    return build_algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size,
+                           integrator, estimator, chunk_size, num_neighbours, num_remainder,
+                           constrained=True)
 

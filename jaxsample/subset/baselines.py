@@ -1,8 +1,10 @@
-"""Baselines of the subset family: greedy maximum coverage.
+"""Baselines of the subset family: greedy maximum coverage, k-center greedy.
 
 :func:`greedy_max_coverage` is the ``(1 − 1/e)``-optimal greedy algorithm (Nemhauser, Wolsey &
 Fisher 1978), the unstable reference point of :func:`jaxsample.subset.stable_max_coverage`: it is
 deterministic, so its sensitivity to a one-element change of the instance is ``|A(I) Δ A(I′)|``.
+:func:`k_center_greedy` (farthest point first) is the coreset peer of
+:func:`jaxsample.subset.leverage_select`.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import functools
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from jaxsample._checks import check_int
 from jaxsample.kernels import coverage as coverage_kernel
+from jaxsample.kernels.pairwise import sq_norms
 from jaxsample.subset.coverage import prepare_incidence
 
-__all__ = ["GreedyInfo", "greedy_max_coverage"]
+__all__ = ["GreedyInfo", "greedy_max_coverage", "k_center_greedy"]
 
 
 class GreedyInfo(NamedTuple):
@@ -71,3 +75,30 @@ def greedy_max_coverage(incidence, k: int, weights=None) -> tuple[jax.Array, Gre
     incidence, weights = prepare_incidence(incidence, weights)
     k = check_int("k", k, 1, coverage_kernel.num_sets(incidence))
     return _greedy(incidence, weights, k)
+
+
+@functools.partial(jax.jit, static_argnames="k")
+def k_center_greedy(x, k: int, first=0):
+    """k-center greedy (Gonzalez 1985; the coreset of Sener & Savarese 2018): farthest point next.
+
+    Starts from row ``first``; each pick is the row farthest (Euclidean) from every pick so far,
+    one pass over ``x`` per pick (``‖x_i‖² + ‖c‖² − 2 x_i·c``), lowest index among exact ties.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> k_center_greedy(jnp.array([[0.0], [1.0], [5.0], [2.0]]), 3).tolist()
+        [0, 2, 3]
+    """
+    norms = sq_norms(x)
+
+    def body(t, carry):
+        nearest, order = carry
+        j = jnp.where(t == 0, first, jnp.argmax(nearest)).astype(jnp.int32)
+        centre = x[j]
+        cross = jnp.matmul(x, centre, precision=jax.lax.Precision.HIGHEST)
+        distance = jnp.maximum(norms + norms[j] - 2 * cross, 0)
+        return jnp.minimum(nearest, distance).at[j].set(-1), order.at[t].set(j)
+
+    start = jnp.full(x.shape[0], jnp.inf, x.dtype)
+    _, order = jax.lax.fori_loop(0, k, body, (start, jnp.zeros((k,), jnp.int32)))
+    return order
