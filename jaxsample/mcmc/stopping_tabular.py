@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_array, is_concrete
+from jaxsample._checks import check_array, check_simplex, check_stochastic_matrix, is_concrete
 
 __all__ = ["TabularStopInfo", "optimal_stop_tabular", "terminal_law"]
 
@@ -40,33 +40,6 @@ def _info(occupation, expected_length, result) -> TabularStopInfo:
     finite = jnp.all(jnp.isfinite(occupation)) & jnp.all(jnp.isfinite(result)) & jnp.isfinite(
         expected_length)
     return TabularStopInfo(occupation, expected_length, ~finite)
-
-
-def _row_tolerance(dtype):
-    return 1e-8 if dtype == np.float64 else 1e-4
-
-
-def _check_probs(name, value, n):
-    value = check_array(name, value, shape=(n,), finite=True)
-    if is_concrete(value):
-        host = np.asarray(value)
-        if np.any(host < 0) or abs(host.sum() - 1) > n * _row_tolerance(host.dtype):
-            raise ValueError(f"{name} must be non-negative and sum to 1, got sum {host.sum()}")
-    return value
-
-
-def _check_transition(transition):
-    transition = check_array("transition", transition, ndim=2, finite=True)
-    n = transition.shape[0]
-    if transition.shape != (n, n) or n < 1:
-        raise ValueError(f"transition must be a square (n, n) matrix, got {transition.shape}")
-    if is_concrete(transition):
-        host = np.asarray(transition)
-        rows = host.sum(axis=1)
-        if np.any(host < 0) or np.max(np.abs(rows - 1)) > n * _row_tolerance(host.dtype):
-            raise ValueError("transition must be row-stochastic (non-negative rows summing to 1);"
-                             f" worst row sum {rows[np.argmax(np.abs(rows - 1))]}")
-    return transition
 
 
 def _common_dtype(*arrays):
@@ -104,10 +77,10 @@ def optimal_stop_tabular(transition, init_probs, target_probs
         >>> [round(float(v), 6) for v in p_T]
         [0.25, 0.5, 0.25]
     """
-    transition = _check_transition(transition)
+    transition = check_stochastic_matrix("transition", transition)
     n = transition.shape[0]
-    init_probs = _check_probs("init_probs", init_probs, n)
-    target_probs = _check_probs("target_probs", target_probs, n)
+    init_probs = check_simplex("init_probs", init_probs, shape=(n,))
+    target_probs = check_simplex("target_probs", target_probs, shape=(n,))
     dtype = _common_dtype(transition, init_probs, target_probs)
     return _optimal_stop(transition.astype(dtype), init_probs.astype(dtype),
                          target_probs.astype(dtype))
@@ -144,9 +117,9 @@ def terminal_law(transition, init_probs, sigma) -> tuple[jax.Array, TabularStopI
     Returns:
         ``(terminal_probs (n,), TabularStopInfo(occupation, expected_length, nonfinite))``.
     """
-    transition = _check_transition(transition)
+    transition = check_stochastic_matrix("transition", transition)
     n = transition.shape[0]
-    init_probs = _check_probs("init_probs", init_probs, n)
+    init_probs = check_simplex("init_probs", init_probs, shape=(n,))
     sigma = check_array("sigma", sigma, shape=(n,), finite=True)
     if is_concrete(sigma) and (np.any(np.asarray(sigma) < 0) or np.any(np.asarray(sigma) > 1)):
         raise ValueError(f"sigma must lie in [0, 1], got range [{float(np.min(sigma))}, "
