@@ -44,11 +44,11 @@ def _ring_table(dim, num_samples, num_steps, train_steps, chunk_size=None):
     predictors = {"exact": prior.time_predictor(schedule, grid)}
     if train_steps:
         t0 = time.perf_counter()
-        learned, losses = guidance.train_time_predictor(
+        learned, train_info = guidance.train_time_predictor(
             jax.random.key(2), guidance.TimePredictor(jax.random.key(1), dim, num_steps),
             prior.sample(jax.random.key(0), 8192), schedule, grid, num_steps=train_steps,
             learning_rate=3e-3)
-        jax.block_until_ready(losses)
+        jax.block_until_ready(train_info.losses)
         train_seconds = time.perf_counter() - t0
         kl, kl_se = guidance.time_posterior_kl(jax.random.key(3), prior, learned, schedule, grid)
         predictors["learned"] = learned

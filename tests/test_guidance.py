@@ -12,6 +12,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 import scipy.stats
 
@@ -138,10 +139,17 @@ def test_learned_time_predictor_approaches_the_exact_one():
     grid = guidance.time_grid(10, jnp.float32)
     data = PRIOR.sample(jax.random.key(0), 4096)
     untrained = guidance.TimePredictor(jax.random.key(1), DIM, 10, width=16)
-    trained, losses = guidance.train_time_predictor(jax.random.key(2), untrained, data,
-                                                    SCHEDULE, grid, num_steps=400,
-                                                    batch_size=128, learning_rate=3e-3)
+    trained, info = guidance.train_time_predictor(jax.random.key(2), untrained, data,
+                                                  SCHEDULE, grid, num_steps=400,
+                                                  batch_size=128, learning_rate=3e-3)
+    losses = info.losses
     assert losses.shape == (400,) and float(losses[-100:].mean()) < float(losses[:20].mean())
+    assert not bool(info.nonfinite)
+    # any optax optimizer: Adam at the same rate, given as a transformation, is the same fit
+    same, same_info = guidance.train_time_predictor(jax.random.key(2), untrained, data, SCHEDULE,
+                                                    grid, num_steps=400, batch_size=128,
+                                                    optimizer=optax.adam(3e-3))
+    np.testing.assert_allclose(same_info.losses, losses, rtol=1e-5, atol=1e-6)
     kl_before, _ = guidance.time_posterior_kl(jax.random.key(3), PRIOR, untrained, SCHEDULE, grid,
                                               num_samples=2048)
     kl_after, se = guidance.time_posterior_kl(jax.random.key(3), PRIOR, trained, SCHEDULE, grid,

@@ -68,7 +68,6 @@ _PENDING = {
     "jaxsample.diffusion._priors.ring_of_gaussians":
         "count num_components is not keyword-only; returns GaussianMixturePrior",
     "jaxsample.diffusion._priors.time_posterior_kl": "no return annotation",
-    "jaxsample.diffusion._priors.train_time_predictor": "no return annotation",
     "jaxsample.diffusion._vp.time_grid": "count num_steps is not keyword-only; returns jax.Array",
     "jaxsample.diffusion.guidance.classifier_guidance": "returns ClassifierGuidance",
     "jaxsample.diffusion.guidance.dps_guidance": "returns DPSGuidance",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -36,6 +37,7 @@ from jaxsample.kernels.logspace import log_normalize
 from jaxsample.kernels.resampling import categorical
 
 __all__ = [
+    "TimePredictorTrainInfo",
     "GaussianMixturePrior",
     "TimePredictor",
     "ring_of_gaussians",
@@ -357,12 +359,23 @@ class TimePredictor(eqx.Module):
         return self.mlp(features.astype(self.mlp.layers[0].weight.dtype)).astype(x.dtype)
 
 
+class TimePredictorTrainInfo(NamedTuple):
+    """``losses (num_steps,)`` of :func:`train_time_predictor`; ``nonfinite``: a loss went
+    NaN/inf."""
+
+    losses: jax.Array
+    nonfinite: jax.Array
+
+
 def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
-                         num_steps: int = 2000, batch_size: int = 256, learning_rate=1e-3):
-    """Trains a time classifier by cross-entropy on forward-process pairs (x_τ, τ), with optax Adam.
+                         num_steps: int = 2000, batch_size: int = 256, learning_rate=1e-3,
+                         optimizer: optax.GradientTransformation | None = None
+                         ) -> tuple[eqx.Module, TimePredictorTrainInfo]:
+    """Trains a time classifier by cross-entropy on forward-process pairs (x_τ, τ), with optax.
 
     Each step draws ``batch_size`` rows x₀ of ``data`` (with replacement), grid indices j uniform
-    over ``times`` and ε ~ N(0, I), forms x_τ = √ᾱ_τ x₀ + √(1 − ᾱ_τ) ε and takes one Adam step on
+    over ``times`` and ε ~ N(0, I), forms x_τ = √ᾱ_τ x₀ + √(1 − ᾱ_τ) ε and takes one step of
+    ``optimizer`` (Adam by default) on
     the mean of −log softmax(predictor(x_τ))_j. The optimum is the Bayes time posterior
     (:meth:`GaussianMixturePrior.time_log_posterior` when the data are the prior's draws). One
     compilation: the steps are a ``lax.scan``.
@@ -376,10 +389,13 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
         times: ``(T,)`` grid times (for a sampler with N steps, ``time_grid(N)``).
         num_steps: optimisation steps.
         batch_size: pairs per step.
-        learning_rate: Adam's step size.
+        learning_rate: Adam's step size when ``optimizer`` is None (traced).
+        optimizer: any ``optax.GradientTransformation`` (with its own learning rate); default
+            ``optax.adam(learning_rate)``.
 
     Returns:
-        ``(predictor, losses)``: the trained module and the ``(num_steps,)`` training losses.
+        ``(predictor, info)``: the trained module and a :class:`TimePredictorTrainInfo` with the
+        ``(num_steps,)`` training losses.
     """
     key = check_key("key", key)
     data = check_array("data", data, ndim=2, finite=True, min_rows=1)
@@ -388,17 +404,22 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
     num_steps = check_int("num_steps", num_steps, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     learning_rate = check_hyperparameter("learning_rate", learning_rate)
+    if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
+        raise TypeError(f"optimizer must be an optax.GradientTransformation, got "
+                        f"{type(optimizer).__name__}")
     # one logit per grid time
     check_fn_output("predictor", predictor, jax.ShapeDtypeStruct(data.shape[1:], data.dtype),
                     times.shape)
     return _train(key, predictor, data, schedule, times.astype(data.dtype), num_steps,
-                  batch_size, learning_rate)
+                  batch_size, learning_rate, optimizer)
 
 
 @eqx.filter_jit
-def _train(key, predictor, data, schedule, times, num_steps, batch_size, learning_rate):
+def _train(key, predictor, data, schedule, times, num_steps, batch_size, learning_rate,
+           optimizer):
     params, static = eqx.partition(predictor, eqx.is_inexact_array)
-    optimizer = optax.adam(learning_rate)
+    if optimizer is None:  # built inside the trace: the learning rate stays a traced value
+        optimizer = optax.adam(learning_rate)
 
     def loss_fn(params, x, labels):
         model = eqx.combine(params, static)
@@ -420,7 +441,8 @@ def _train(key, predictor, data, schedule, times, num_steps, batch_size, learnin
 
     (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)),
                                        jax.random.split(key, num_steps))
-    return eqx.combine(params, static), losses
+    info = TimePredictorTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
+    return eqx.combine(params, static), info
 
 
 def time_posterior_kl(key, prior: GaussianMixturePrior, predictor, schedule: VPSchedule, times,

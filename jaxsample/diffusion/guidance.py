@@ -67,6 +67,7 @@ from jaxsample._checks import (
 from jaxsample.diffusion._priors import (
     GaussianMixturePrior,
     TimePredictor,
+    TimePredictorTrainInfo,
     ring_of_gaussians,
     time_posterior_kl,
     train_time_predictor,
@@ -89,6 +90,7 @@ __all__ = [
     "NDTMInfo",
     "TAG",
     "TimePredictor",
+    "TimePredictorTrainInfo",
     "VPSchedule",
     "classifier_guidance",
     "dps_guidance",
