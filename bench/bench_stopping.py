@@ -304,13 +304,13 @@ def _double_well_rows(size):
         dx = grid[1] - grid[0]
         with jax.enable_x64(True):
             v = target._potential_np(grid)
-            gap = float(spectral_gap(*fp_generator(v, 1.0, dx))[0])
+            gap = float(spectral_gap(*fp_generator(v, 1.0, dx)[0])[0][0])
             h_min = target.hessians[1]
             k_right = float(kramers_rate(target._potential_np(target.minima[1]),
                                          target._potential_np(target.saddle), h_min,
-                                         target.hessians[2], 1.0))
+                                         target.hessians[2], 1.0)[0])
             start_idx = int(np.argmin(np.abs(grid - target.minima[1])))
-            tau = float(mfpt(rate_matrix(v, 1.0, dx), grid <= target.minima[0])[start_idx])
+            tau = float(mfpt(rate_matrix(v, 1.0, dx)[0], grid <= target.minima[0])[0][start_idx])
         case = (f"h = {barrier:g} (w_left = {exact_left:.3f}; gap {gap:.2e}, "
                 f"k = {k_right:.1e}, MFPT {tau / step_size:.0f} MALA steps)")
         logpi = target.logdensity

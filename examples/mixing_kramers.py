@@ -51,14 +51,14 @@ def main():
     print(f"{'h/T':>6} {'gap':>11} {'2k':>11} {'gap/2k':>7} {'MFPT*k':>7}")
     gaps, rates = [], []
     for t in temperatures:
-        gap = float(spectral_gap(*fp_generator(v, t, dx))[0])
-        k = float(kramers_rate(0.0, h, 8 * h, -4 * h, t))
-        tau = float(mfpt(rate_matrix(v, t, dx), x >= 1.0)[start])
+        gap = float(spectral_gap(*fp_generator(v, t, dx)[0])[0][0])
+        k = float(kramers_rate(0.0, h, 8 * h, -4 * h, t)[0])
+        tau = float(mfpt(rate_matrix(v, t, dx)[0], x >= 1.0)[0][start])
         gaps.append(gap)
         rates.append(2 * k)
         print(f"{h / t:6.1f} {gap:11.3e} {2 * k:11.3e} {gap / (2 * k):7.3f} {tau * k:7.3f}")
     t = h / 3.0
-    tau = float(mfpt(rate_matrix(v, t, dx), x >= 1.0)[start])
+    tau = float(mfpt(rate_matrix(v, t, dx)[0], x >= 1.0)[0][start])
     alg = mala(lambda z: -h * jnp.sum((z**2 - 1) ** 2) / t, step_size=args.step_size)
     expected = t * tau / args.step_size
     steps, censored = first_passage_steps(jax.random.key(args.seed), alg,

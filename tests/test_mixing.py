@@ -36,14 +36,15 @@ def test_generator_structure(x64):
     x, dx = _grid(201)
     v = _double_well(x, 1.0) + 0.3 * x
     temperature = 0.3
-    q = np.asarray(rate_matrix(v, temperature, dx))
+    q = np.asarray(rate_matrix(v, temperature, dx)[0])
     log_pi = -v / temperature
     pi = np.exp(log_pi - np.logaddexp.reduce(log_pi))
     np.testing.assert_allclose(q.sum(axis=1), 0.0, atol=1e-9 * np.abs(q).max())
     np.testing.assert_allclose(pi @ q, 0.0, atol=1e-12 * np.abs(q).max())
     flux = pi[:, None] * q
     np.testing.assert_allclose(flux, flux.T, atol=1e-14 * np.abs(q).max())  # detailed balance
-    diag, off = fp_generator(v, temperature, dx)
+    (diag, off), info = fp_generator(v, temperature, dx)
+    assert not bool(info.nonfinite)
     np.testing.assert_allclose(off, temperature / dx**2, rtol=1e-14)
     np.testing.assert_allclose(diag, np.diag(q), rtol=1e-13)
     s = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
@@ -52,7 +53,7 @@ def test_generator_structure(x64):
 
 def test_symmetric_double_well_eigenvector_is_antisymmetric(x64):
     x, dx = _grid(201)
-    diag, off = fp_generator(_double_well(x, 1.0), 0.25, dx)
+    (diag, off), _ = fp_generator(_double_well(x, 1.0), 0.25, dx)
     s = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
     _, vectors = np.linalg.eigh(-s)
     first = vectors[:, 1]
@@ -69,8 +70,8 @@ def test_ou_gap_converges_at_second_order(x64):
     errors = []
     for m in (121, 241):
         x = np.linspace(-6.0, 6.0, m)
-        diag, off = fp_generator(0.5 * a * x**2, temperature, x[1] - x[0])
-        errors.append(np.asarray(spectral_gap(diag, off, k=3)) - a * np.arange(1, 4))
+        (diag, off), _ = fp_generator(0.5 * a * x**2, temperature, x[1] - x[0])
+        errors.append(np.asarray(spectral_gap(diag, off, k=3)[0]) - a * np.arange(1, 4))
     ratio = errors[0] / errors[1]
     np.testing.assert_allclose(ratio, 4.0, rtol=0.02)  # halving Δx divides the error by 4
     assert np.max(np.abs(errors[1])) < 0.01 * a
@@ -79,9 +80,11 @@ def test_ou_gap_converges_at_second_order(x64):
 def test_mfpt_solves_the_restricted_equation(x64):
     x, dx = _grid(301)
     v = 0.5 * (x - 2.5) ** 2  # monotone on the grid, minimum at the right edge
-    q = rate_matrix(v, 0.5, dx)
+    q, _ = rate_matrix(v, 0.5, dx)
     target = x >= 2.0
-    tau = np.asarray(mfpt(q, target))
+    tau, info = mfpt(q, target)
+    tau = np.asarray(tau)
+    assert not bool(info.nonfinite)
     np.testing.assert_allclose((np.asarray(q) @ tau)[~target], -1.0, rtol=1e-9)
     np.testing.assert_array_equal(tau[target], 0.0)
     assert np.all(np.diff(tau[~target]) < 0)  # farther from the target takes longer
@@ -101,10 +104,10 @@ def test_eyring_kramers_limits(x64):
     temperatures = np.array([0.15, 0.1, 0.05])  # h/T = 6.7, 10, 20
     for temperature in temperatures:
         v = _double_well(x, h)
-        diag, off = fp_generator(v, temperature, dx)
-        gap = float(spectral_gap(diag, off)[0])
-        k = float(kramers_rate(0.0, h, 8 * h, -4 * h, temperature))
-        tau = float(mfpt(rate_matrix(v, temperature, dx), x >= 1.0)[start])
+        (diag, off), _ = fp_generator(v, temperature, dx)
+        gap = float(spectral_gap(diag, off)[0][0])
+        k = float(kramers_rate(0.0, h, 8 * h, -4 * h, temperature)[0])
+        tau = float(mfpt(rate_matrix(v, temperature, dx)[0], x >= 1.0)[0][start])
         gaps.append(gap)
         ratios.append(gap / (2 * k))
         passages.append(tau * k)
@@ -119,8 +122,8 @@ def test_eyring_kramers_limits(x64):
 
 def test_kramers_rate_in_two_dimensions_reduces_to_one(x64):
     """A separable 2-D saddle with a harmonic transverse direction gives the 1-D rate."""
-    one = kramers_rate(0.0, 2.0, 16.0, -8.0, 0.2)
-    two = kramers_rate(0.0, 2.0, np.diag([16.0, 3.0]), np.diag([-8.0, 3.0]), 0.2)
+    one, _ = kramers_rate(0.0, 2.0, 16.0, -8.0, 0.2)
+    two, _ = kramers_rate(0.0, 2.0, np.diag([16.0, 3.0]), np.diag([-8.0, 3.0]), 0.2)
     np.testing.assert_allclose(two, one, rtol=1e-12)
     np.testing.assert_allclose(one, 2 * np.sqrt(2) * 2 / np.pi * np.exp(-10.0), rtol=1e-12)
 
@@ -135,7 +138,8 @@ def test_mala_hitting_times_match_mfpt(x64):
     h, temperature, step_size = 1.0, 1.0 / 3.0, 0.01
     x, dx = _grid()
     v = _double_well(x, h)
-    tau = float(mfpt(rate_matrix(v, temperature, dx), x >= 1.0)[int(np.argmin(np.abs(x + 1)))])
+    times, _ = mfpt(rate_matrix(v, temperature, dx)[0], x >= 1.0)
+    tau = float(times[int(np.argmin(np.abs(x + 1)))])
     expected_steps = temperature * tau / step_size
     alg = mala(lambda z: -h * jnp.sum((z**2 - 1) ** 2) / temperature, step_size=step_size)
     n = 400
@@ -151,12 +155,12 @@ def test_mala_hitting_times_match_mfpt(x64):
 def test_mode_weights(x64):
     x, _ = _grid(2001)
     v = _double_well(x, 1.0) + 0.2 * x
-    weights = np.asarray(exact_mode_weights(v, 0.2, x, np.array([0.0])))
+    weights = np.asarray(exact_mode_weights(v, 0.2, x, np.array([0.0]))[0])
     log_pi = -v / 0.2
     pi = np.exp(log_pi - log_pi.max())
     np.testing.assert_allclose(weights[0], pi[x <= 0].sum() / pi.sum(), rtol=1e-12)
     assert weights[0] > 0.8
-    counts = mode_weights(jnp.array([0, 1, 1, 2, 1], jnp.int32), 3)
+    counts, _ = mode_weights(jnp.array([0, 1, 1, 2, 1], jnp.int32), num_modes=3)
     np.testing.assert_allclose(counts, [0.2, 0.6, 0.2])
 
 

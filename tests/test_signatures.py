@@ -4,7 +4,8 @@ The shapes (DESIGN.md, "The contract: three call shapes"), read from signatures 
 annotations, without running anything:
 
 1. iterative: a constructor annotated ``-> SamplingAlgorithm``;
-2. one-shot / deterministic: a function annotated ``-> tuple[Result, Info]`` (a 2-tuple); where it
+2. one-shot / deterministic: a function annotated ``-> tuple[Result, XInfo]`` (a 2-tuple whose
+   second element is an Info class); where it
    takes a ``key`` it is the first parameter, positional and required; counts (``num_*``) are
    keyword-only;
 3. ask/tell: a class with ``ask(key, state, ...)`` and ``tell(state, ...)``.
@@ -56,13 +57,6 @@ _PENDING = {
     "jaxsample.diagnostics.distances.mmd": "no return annotation",
     "jaxsample.diagnostics.distances.sliced_wasserstein":
         "count num_projections is not keyword-only; no return annotation",
-    "jaxsample.diagnostics.mixing.exact_mode_weights": "returns jax.Array",
-    "jaxsample.diagnostics.mixing.kramers_rate": "returns jax.Array",
-    "jaxsample.diagnostics.mixing.mfpt": "returns jax.Array",
-    "jaxsample.diagnostics.mixing.mode_weights":
-        "count num_modes is not keyword-only; returns jax.Array",
-    "jaxsample.diagnostics.mixing.rate_matrix": "returns jax.Array",
-    "jaxsample.diagnostics.mixing.spectral_gap": "returns jax.Array",
     "jaxsample.diffusion._oracles.sudoku4_grids": "returns np.ndarray",
     "jaxsample.diffusion._oracles.sudoku4_index": "returns jax.Array",
     "jaxsample.diffusion._priors.ring_of_gaussians":
@@ -144,14 +138,24 @@ def _annotation_text(annotation) -> str:
     return getattr(annotation, "__name__", repr(annotation))
 
 
+def _names_info(node) -> bool:
+    """The annotation names an Info class (``XInfo``, ``mod.XInfo`` or a union of them)."""
+    if isinstance(node, ast.BinOp):
+        return _names_info(node.left) and _names_info(node.right)
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return name.endswith("Info")
+
+
 def _is_pair(annotation) -> bool:
+    """``tuple[result, XInfo]``."""
     try:
         node = ast.parse(_annotation_text(annotation), mode="eval").body
     except SyntaxError:
         return False
     return (isinstance(node, ast.Subscript)
             and getattr(node.value, "id", None) in ("tuple", "Tuple")
-            and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2)
+            and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2
+            and _names_info(node.slice.elts[1]))
 
 
 def _key_problems(signature, *, skip_self=False):

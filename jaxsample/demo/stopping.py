@@ -63,9 +63,9 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
         h = 1.0
         temperatures = np.array([0.25, 0.15, 0.1, 0.07, 0.05])
         gaps = np.array([float(spectral_gap(*fp_generator(h * (x**2 - 1) ** 2, t,
-                                                          x[1] - x[0]))[0])
+                                                          x[1] - x[0])[0])[0][0])
                          for t in temperatures])
-        kramers = np.array([float(2 * kramers_rate(0.0, h, 8 * h, -4 * h, t))
+        kramers = np.array([float(2 * kramers_rate(0.0, h, 8 * h, -4 * h, t)[0])
                             for t in temperatures])
 
     rows = [

@@ -49,6 +49,7 @@ from jaxsample.core import run_until
 
 __all__ = [
     "FirstPassageInfo",
+    "MixingInfo",
     "exact_mode_weights",
     "first_passage_steps",
     "fp_generator",
@@ -60,12 +61,25 @@ __all__ = [
 ]
 
 
+class MixingInfo(NamedTuple):
+    """``nonfinite``: the returned value holds a NaN or an infinity (an underflowed weight, a
+    singular system or a potential outside the dtype's range)."""
+
+    nonfinite: jax.Array
+
+
+def _with_info(value):
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(value)]))
+    return value, MixingInfo(~finite)
+
+
 def _check_potential(potential):
     potential = check_array("potential", potential, ndim=1, finite=True, min_rows=2)
     return potential
 
 
-def fp_generator(potential, temperature, dx) -> tuple[jax.Array, jax.Array]:
+def fp_generator(potential, temperature, dx
+                 ) -> tuple[tuple[jax.Array, jax.Array], MixingInfo]:
     r"""The SQRA Fokker–Planck generator on a uniform 1-D grid, symmetric form ``S``.
 
     Rates between neighbours ``Q_{i,i±1} = (T/Δx²) e^{−(V_{i±1} − V_i)/(2T)}`` (from potential
@@ -80,21 +94,22 @@ def fp_generator(potential, temperature, dx) -> tuple[jax.Array, jax.Array]:
         dx: grid spacing ``> 0`` (traced).
 
     Returns:
-        ``(diag (m,), offdiag (m − 1,))`` of ``S`` (the eigenvalues of ``−S`` are those of
-        ``−Q``).
+        ``((diag (m,), offdiag (m − 1,)), MixingInfo)``: ``S`` (the eigenvalues of ``−S`` are
+        those of ``−Q``).
 
     Example:
         >>> import jax.numpy as jnp
         >>> from jaxsample.diagnostics.mixing import fp_generator, spectral_gap
         >>> x = jnp.linspace(-6.0, 6.0, 241)
-        >>> diag, off = fp_generator(0.5 * x**2, 1.0, x[1] - x[0])   # Ornstein–Uhlenbeck, a = 1
-        >>> round(float(spectral_gap(diag, off)[0]), 3)
-        1.0
+        >>> (diag, off), _ = fp_generator(0.5 * x**2, 1.0, x[1] - x[0])   # Ornstein–Uhlenbeck
+        >>> gap, info = spectral_gap(diag, off)
+        >>> round(float(gap[0]), 3), bool(info.nonfinite)
+        (1.0, False)
     """
     potential = _check_potential(potential)
     temperature = check_hyperparameter("temperature", temperature)
     dx = check_hyperparameter("dx", dx)
-    return _fp_generator(potential, temperature, dx)
+    return _with_info(_fp_generator(potential, temperature, dx))
 
 
 def _sqra_rates(potential, temperature, dx):
@@ -114,12 +129,13 @@ def _fp_generator(potential, temperature, dx):
         return diag, jnp.full(right.shape, scale)
 
 
-def rate_matrix(potential, temperature, dx) -> jax.Array:
-    """The dense SQRA rate matrix ``Q (m, m)`` of :func:`fp_generator` (rows sum to 0, πQ = 0)."""
+def rate_matrix(potential, temperature, dx) -> tuple[jax.Array, MixingInfo]:
+    """The dense SQRA rate matrix ``Q (m, m)`` of :func:`fp_generator` (rows sum to 0, πQ = 0),
+    and a :class:`MixingInfo`."""
     potential = _check_potential(potential)
     temperature = check_hyperparameter("temperature", temperature)
     dx = check_hyperparameter("dx", dx)
-    return _rate_matrix(potential, temperature, dx)
+    return _with_info(_rate_matrix(potential, temperature, dx))
 
 
 @jax.jit
@@ -129,7 +145,7 @@ def _rate_matrix(potential, temperature, dx):
     return q - jnp.diag(jnp.sum(q, axis=1))
 
 
-def spectral_gap(diag, offdiag, k: int = 1) -> jax.Array:
+def spectral_gap(diag, offdiag, k: int = 1) -> tuple[jax.Array, MixingInfo]:
     r"""The ``k`` least non-zero eigenvalues ``λ₁ ≤ … ≤ λ_k`` of ``−S`` (tridiagonal bisection).
 
     ``jax.scipy.linalg.eigh_tridiagonal`` with an index selection: ``O(m k)`` work per bisection
@@ -144,12 +160,13 @@ def spectral_gap(diag, offdiag, k: int = 1) -> jax.Array:
         k: how many, ``1 <= k < m``.
 
     Returns:
-        ``(k,)``; ``λ₁`` is the spectral gap (``e^{−λ₁ t}`` is the ``L²(π)`` decay rate).
+        ``(eigenvalues (k,), MixingInfo)``; ``λ₁`` is the spectral gap (``e^{−λ₁ t}`` is the
+        ``L²(π)`` decay rate).
     """
     diag = check_array("diag", diag, ndim=1, finite=True, min_rows=2)
     offdiag = check_array("offdiag", offdiag, shape=(diag.shape[0] - 1,), finite=True)
     k = check_int("k", k, 1, diag.shape[0] - 1)
-    return _spectral_gap(diag, offdiag, k)
+    return _with_info(_spectral_gap(diag, offdiag, k))
 
 
 @functools.partial(jax.jit, static_argnums=2)
@@ -160,7 +177,7 @@ def _spectral_gap(diag, offdiag, k):
         return eigenvalues[1:k + 1]
 
 
-def mfpt(rates, target_mask) -> jax.Array:
+def mfpt(rates, target_mask) -> tuple[jax.Array, MixingInfo]:
     r"""Mean first-passage times ``τ`` into a target set: ``(Qτ)_i = −1`` off it, ``τ_i = 0`` on it.
 
     One ``jnp.linalg.solve`` of the generator restricted to the complement (rows of the target
@@ -171,7 +188,7 @@ def mfpt(rates, target_mask) -> jax.Array:
         target_mask: ``(m,)`` bool, the target set (non-empty).
 
     Returns:
-        ``(m,)`` expected hitting times (in the generator's time units).
+        ``((m,) expected hitting times (in the generator's time units), MixingInfo)``.
     """
     rates = check_array("rates", rates, ndim=2, finite=True)
     m = rates.shape[0]
@@ -180,7 +197,7 @@ def mfpt(rates, target_mask) -> jax.Array:
     target_mask = check_array("target_mask", target_mask, shape=(m,), kind="bool")
     if is_concrete(target_mask) and not np.any(np.asarray(target_mask)):
         raise ValueError("target_mask must select at least one state")
-    return _mfpt(rates, target_mask)
+    return _with_info(_mfpt(rates, target_mask))
 
 
 @jax.jit
@@ -192,7 +209,8 @@ def _mfpt(rates, target_mask):
         return jnp.linalg.solve(system, rhs)
 
 
-def kramers_rate(v_min, v_saddle, hess_min, hess_saddle, temperature) -> jax.Array:
+def kramers_rate(v_min, v_saddle, hess_min, hess_saddle, temperature
+                 ) -> tuple[jax.Array, MixingInfo]:
     r"""The Eyring–Kramers rate of escape from a minimum ``a`` over a saddle ``s``.
 
     ``k = |μ₋(s)|/(2π) · √(det ∇²V(a) / |det ∇²V(s)|) · e^{−(V(s) − V(a))/T}``, with ``μ₋`` the
@@ -206,7 +224,7 @@ def kramers_rate(v_min, v_saddle, hess_min, hess_saddle, temperature) -> jax.Arr
         temperature: ``T > 0``.
 
     Returns:
-        The rate, a scalar.
+        ``(rate, MixingInfo)``, the rate a scalar.
     """
     hess_min, hess_saddle = jnp.asarray(hess_min), jnp.asarray(hess_saddle)
     if hess_min.ndim not in (0, 2) or hess_saddle.shape != hess_min.shape:
@@ -220,8 +238,8 @@ def kramers_rate(v_min, v_saddle, hess_min, hess_saddle, temperature) -> jax.Arr
     log_abs_saddle = jnp.sum(jnp.log(jnp.abs(saddle_eigs)))
     barrier = jnp.asarray(v_saddle, dtype) - jnp.asarray(v_min, dtype)
     t = jnp.asarray(temperature, dtype)
-    return (jnp.abs(saddle_eigs[0]) / (2 * math.pi)
-            * jnp.exp(0.5 * (logdet_min - log_abs_saddle) - barrier / t))
+    return _with_info(jnp.abs(saddle_eigs[0]) / (2 * math.pi)
+                      * jnp.exp(0.5 * (logdet_min - log_abs_saddle) - barrier / t))
 
 
 class FirstPassageInfo(NamedTuple):
@@ -298,15 +316,17 @@ def first_passage_steps(key: jax.Array, algorithm, initial_positions, in_target_
     return info.num_steps, FirstPassageInfo(~info.done, info.nonfinite)
 
 
-def mode_weights(assignments, num_modes: int) -> jax.Array:
-    """Fraction of samples in each mode, from integer mode labels ``(n,)``; ``(num_modes,)``."""
+def mode_weights(assignments, *, num_modes: int) -> tuple[jax.Array, MixingInfo]:
+    """Fraction of samples in each mode, from integer mode labels ``(n,)``: ``((num_modes,),
+    MixingInfo)``."""
     assignments = check_array("assignments", assignments, ndim=1, kind="integer")
     num_modes = check_int("num_modes", num_modes, 1)
     counts = jnp.zeros((num_modes,), jnp.int32).at[assignments].add(1, mode="drop")
-    return counts / assignments.shape[0]
+    return _with_info(counts / assignments.shape[0])
 
 
-def exact_mode_weights(potential, temperature, grid, boundaries) -> jax.Array:
+def exact_mode_weights(potential, temperature, grid, boundaries
+                       ) -> tuple[jax.Array, MixingInfo]:
     r"""Mode weights ``∫_{basin} e^{−V/T} / ∫ e^{−V/T}`` by quadrature on a uniform 1-D grid.
 
     Log-space sums (no underflow at small ``T``); basins are the intervals between consecutive
@@ -319,7 +339,7 @@ def exact_mode_weights(potential, temperature, grid, boundaries) -> jax.Array:
         boundaries: ``(b,)`` increasing basin boundaries.
 
     Returns:
-        ``(b + 1,)`` weights summing to 1.
+        ``((b + 1,) weights summing to 1, MixingInfo)``.
     """
     potential = _check_potential(potential)
     grid = check_array("grid", grid, shape=potential.shape, finite=True)
@@ -330,4 +350,4 @@ def exact_mode_weights(potential, temperature, grid, boundaries) -> jax.Array:
     labels = jnp.arange(boundaries.shape[0] + 1, dtype=basin.dtype)
     masked = jnp.where(basin[None, :] == labels[:, None], log_w[None, :], -jnp.inf)
     log_mass = jax.nn.logsumexp(masked, axis=1)
-    return jnp.exp(log_mass - jax.nn.logsumexp(log_mass))
+    return _with_info(jnp.exp(log_mass - jax.nn.logsumexp(log_mass)))
