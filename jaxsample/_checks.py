@@ -295,6 +295,16 @@ def check_initial_logdensity(name: str, fn, logdensity, position, *, batch_ndim:
 AUTODIFF = "autodiff"
 
 
+def _same_callable(a, b) -> bool:
+    """The same function, or the same method of the same object (a Python or an equinox bound
+    method: each attribute access makes a new one)."""
+    if a is b:
+        return True
+    func_a, func_b = getattr(a, "__func__", None), getattr(b, "__func__", None)
+    return (func_a is not None and func_a is func_b
+            and getattr(a, "__self__", None) is getattr(b, "__self__", None))
+
+
 def _same_construction(candidate, reference, depth: int = 0) -> bool:
     """Whether two functions were built by the same code with equal captured settings.
 
@@ -302,7 +312,7 @@ def _same_construction(candidate, reference, depth: int = 0) -> bool:
     strings, tuples, None), identical (the same object) or themselves the same construction.
     Anything else (including an unreadable closure) counts as different.
     """
-    if candidate is reference:
+    if _same_callable(candidate, reference):
         return True
     if depth > 8:
         return False
@@ -317,7 +327,7 @@ def _same_construction(candidate, reference, depth: int = 0) -> bool:
             a, b = cell_a.cell_contents, cell_b.cell_contents
         except ValueError:
             return False
-        if a is b:
+        if _same_callable(a, b):
             continue
         if isinstance(a, bool | int | float | str | tuple | type(None)) and type(a) is type(b):
             if a != b:
@@ -335,7 +345,7 @@ def _is_inline_grad(score_fn, logdensity_fn) -> bool:
     ``argnums``, ``has_aux``, ``holomorphic``, ``allow_int``) and their docstrings (which name
     ``argnums``). If anything cannot be read, it is a user function.
     """
-    if getattr(score_fn, "__wrapped__", None) is not logdensity_fn:
+    if not _same_callable(getattr(score_fn, "__wrapped__", None), logdensity_fn):
         return False
     reference = jax.grad(logdensity_fn)
     return (score_fn.__doc__ is not None and score_fn.__doc__ == reference.__doc__

@@ -145,6 +145,10 @@ def test_inline_grad_is_recognised_and_variants_are_not():
                     jax.grad(ld, allow_int=True), jax.grad(lambda x: ld(x)),
                     jax.jit(jax.grad(ld)), jax.grad(jax.jit(ld))):
         assert callable(resolve_score_fn(variant, ld, default=None))
+    # a bound method is a new object at every attribute access: still recognised
+    target = jaxsample.targets.Gaussian(jnp.zeros(2), jnp.eye(2))
+    assert resolve_score_fn(jax.grad(target.logdensity), target.logdensity,
+                            default=None) == AUTODIFF
     with pytest.raises(ValueError, match="score_fn must be one of"):
         resolve_score_fn("grad", ld, default=None)
     with pytest.raises(TypeError, match="score_fn must be callable"):

@@ -65,6 +65,7 @@ from jaxsample.risk._laws import GPD, Empirical, Gumbel, Normal, RewardLaw
 __all__ = [
     "GPD",
     "BoNInfo",
+    "BoNPoolInfo",
     "Empirical",
     "Gumbel",
     "Normal",
@@ -90,6 +91,13 @@ class BoNInfo(NamedTuple):
     """
 
     error_estimate: jax.Array
+    nonfinite: jax.Array
+
+
+class BoNPoolInfo(NamedTuple):
+    """``nonfinite``: an accuracy of :func:`bon_pool_accuracy` is not finite (the sum is exact
+    otherwise: no error estimate)."""
+
     nonfinite: jax.Array
 
 
@@ -485,7 +493,7 @@ def bon_simulate(key, n, p_correct, correct: RewardLaw, incorrect: RewardLaw, *,
 # pools and tails
 
 
-def bon_pool_accuracy(scores, labels, n) -> jax.Array:
+def bon_pool_accuracy(scores, labels, n) -> tuple[jax.Array, BoNPoolInfo]:
     """Exact expected Best-of-N accuracy for ``N`` responses drawn without replacement from a pool.
 
     With the pool of ``M`` sorted by reward, descending, the response of rank ``j`` is the maximum
@@ -499,13 +507,14 @@ def bon_pool_accuracy(scores, labels, n) -> jax.Array:
         n: ``1 <= N <= M`` (any shape).
 
     Returns:
-        Accuracies of the shape of ``n``.
+        ``(accuracies, BoNPoolInfo)``, the accuracies of the shape of ``n``.
 
     Example:
         >>> import jax.numpy as jnp
         >>> scores, labels = jnp.array([3.0, 2.0, 1.0, 0.0]), jnp.array([0, 1, 1, 0])
-        >>> [round(float(a), 4) for a in bon_pool_accuracy(scores, labels, jnp.array([1, 2, 4]))]
-        [0.5, 0.5, 0.0]
+        >>> accuracy, info = bon_pool_accuracy(scores, labels, jnp.array([1, 2, 4]))
+        >>> [round(float(a), 4) for a in accuracy], bool(info.nonfinite)
+        ([0.5, 0.5, 0.0], False)
     """
     scores, labels = _check_scores_labels(scores, labels)
     n = _check_n(n, integer=True)
@@ -534,7 +543,8 @@ def _pool_accuracy(scores, labels, n):
             log_w = jnp.log(m / total) + log_binomial_ratio(total - rank, total - 1, m - 1)
             return jnp.sum(jnp.exp(log_w) * shared)
 
-        return jax.vmap(one)(n.ravel()).reshape(n.shape)
+        accuracy = jax.vmap(one)(n.ravel()).reshape(n.shape)
+        return accuracy, BoNPoolInfo(~jnp.all(jnp.isfinite(accuracy)))
 
 
 @functools.partial(jax.jit, static_argnames=("dtype",))
