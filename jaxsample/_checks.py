@@ -26,6 +26,7 @@ __all__ = [
     "check_chunk_size",
     "check_fn_output",
     "check_hyperparameter",
+    "check_finite_start",
     "check_initial_logdensity",
     "check_int",
     "check_key",
@@ -290,6 +291,22 @@ def check_initial_logdensity(name: str, fn, logdensity, position, *, batch_ndim:
         f"{name} ({_describe(fn)}) is not finite at any initial point: {name}({where}) = "
         f"{values.reshape(-1)[0]} at {where} = {shown}. Start where the density is positive "
         "(e.g. inside the support of a constrained parameter).")
+
+
+def check_finite_start(name: str, fn, position, *, batched: bool = False):
+    """:func:`check_initial_logdensity` for a cloud whose ``init`` computes no density (ETD).
+
+    Evaluates ``fn`` at every initial particle (``position``: ``(N, ...)`` leaves; ``batched``:
+    ``fn`` takes the whole cloud) only when ``position`` is concrete, so a traced ``init`` adds
+    nothing to the computation; one batched density evaluation otherwise.
+
+    Raises:
+        ValueError: ``fn`` is finite at no particle (naming it and the first particle).
+    """
+    if not is_concrete(position):
+        return
+    values = fn(position) if batched else jax.vmap(fn)(position)
+    check_initial_logdensity(name, fn, values, position, batch_ndim=1)
 
 
 AUTODIFF = "autodiff"

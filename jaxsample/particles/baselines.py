@@ -22,12 +22,11 @@ from jaxsample._checks import (
     check_array,
     check_callable,
     check_chunk_size,
+    check_finite_start,
     check_hyperparameter,
-    check_initial_logdensity,
     check_int,
     check_key,
     check_position,
-    is_concrete,
 )
 from jaxsample.core import SamplingAlgorithm
 from jaxsample.kernels.interactions import antithetic_normal, smoothed_kde_score
@@ -188,11 +187,8 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
         position = check_array("position", position, ndim=2, min_rows=2)
     elif position.shape[0] < 2:
         raise ValueError(f"position needs at least 2 particles, got {position.shape[0]}")
+    check_finite_start("logdensity_fn", logdensity_fn, _pytree.unravel(position, structure))
     logdensity_fn = _pytree.on_flat(logdensity_fn, structure)
-    if is_concrete(position):
-        check_initial_logdensity("logdensity_fn", logdensity_fn,
-                                 jax.vmap(logdensity_fn)(position),
-                                 _pytree.unravel(position, structure), batch_ndim=1)
     num_steps = check_int("num_steps", num_steps, 1)
     keep_every = check_int("keep_every", keep_every, 1, allow_none=True)
     if keep_every is not None and num_steps % keep_every:
