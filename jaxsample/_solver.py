@@ -42,7 +42,8 @@ class RESULTS(eqx.Enumeration):
         "where it is evaluated"
     )
     diverged = (
-        "the iteration diverged; use a smaller step size or learning rate, or a better starting point"
+        "the iteration diverged; use a smaller step size or learning rate, or a better "
+        "starting point"
     )
     not_positive_definite = (
         "a matrix that must be positive definite is not (a Hessian at a saddle or a maximum, or a "

@@ -8,6 +8,7 @@ method is deterministic, so that any sampler drops into :func:`run`.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -15,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_int
+from jaxsample._checks import check_int, is_concrete
 
 __all__ = ["RunUntilInfo", "SamplingAlgorithm", "Step", "run", "run_until"]
 
@@ -201,8 +202,24 @@ def run(
         raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
     _check_progress(progress)
     dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
-    return _run(key, dynamic, _Static(static), initial_state, first_step, num_steps,
-                transform or _default_transform, progress)
+    final_state, trace = _run(key, dynamic, _Static(static), initial_state, first_step,
+                              num_steps, transform or _default_transform, progress)
+    _warn_if_collapsed(final_state)
+    return final_state, trace
+
+
+def _warn_if_collapsed(state) -> None:
+    """One warning when an eager run ends in a state its sampler flagged ``collapsed`` (a
+    particle cloud that is not a sample of the target: ETD). Under tracing the flag stays in
+    the state and the trace."""
+    flag = getattr(state, "collapsed", None)
+    if flag is None or not is_concrete(flag) or not bool(jnp.any(flag)):
+        return
+    warnings.warn(
+        f"{type(state).__name__}.collapsed is set: the final particles are not a sample of the "
+        "target (too few distinct particles, a degenerate spread or degenerate importance "
+        "weights for several steps in a row). Run jaxsample.diagnostics.diagnose(trace) on "
+        "the run's trace for the cause and the remedy.", RuntimeWarning, stacklevel=3)
 
 
 class RunUntilInfo(NamedTuple):
@@ -282,8 +299,10 @@ def run_until(
                         f"total), got {type(max_steps).__name__}")
     dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
     meter = None if progress is None else (progress, max_steps)
-    return _run_until(key, dynamic, _Static(static), initial_state, first_step,
-                      jnp.asarray(max_steps, jnp.int32), done_fn, meter)
+    final_state, info = _run_until(key, dynamic, _Static(static), initial_state, first_step,
+                                   jnp.asarray(max_steps, jnp.int32), done_fn, meter)
+    _warn_if_collapsed(final_state)
+    return final_state, info
 
 
 class _Static:

@@ -91,13 +91,16 @@ from jaxsample._checks import (
     check_number,
     is_concrete,
 )
+from jaxsample._solver import RESULTS, SolverStats, from_optimistix
+from jaxsample._solver import select as select_result
 from jaxsample.core import SamplingAlgorithm, Step
-from jaxsample.kernels import logspace, transport
+from jaxsample.kernels import linalg, logspace, transport
 
 __all__ = [
     "ETDInfo",
     "ETDState",
     "LaplaceFit",
+    "LaplaceInfo",
     "Precision",
     "build_kernel",
     "etd",
@@ -107,6 +110,10 @@ __all__ = [
 
 
 PRECONDITIONERS = ("ensemble", "diagonal")
+# the adapted steps stay within a factor e^±7 ≈ 10^±3 of the given ones: where no proposal step
+# can meet the weight-ESS target (high dimension), the proposals keep a scale of their own
+# rather than shrinking to nothing
+_MAX_LOG_SCALE = 7.0
 COSTS = ("euclidean", "langevin")
 
 
@@ -121,6 +128,15 @@ class ETDState(NamedTuple):
             covariance ``(d, d)`` for ``"ensemble"``, the RMSProp accumulator ``(d,)`` for
             ``"diagonal"``, empty ``(0,)`` otherwise.
         step: steps taken (int32); indexes ``epsilon`` / ``proposal_step`` schedules.
+        log_step_scale: the adapted multiplier ``log(α_t / α)`` of the proposal step (0 at
+            the start; it stays 0 when ``proposal_adaptation_rate = 0``, the default).
+        log_mutation_scale: the adapted multiplier ``log(h_t / h)`` of the mutation step (it
+            stays 0 when ``mutation_adaptation_rate = 0``).
+        degenerate_rate: exponential average of ``info.degenerate`` with weight
+            ``1/collapse_patience`` per step (0 at the start).
+        collapsed: ``degenerate_rate > 1/2``: most recent steps looked degenerate, the cloud
+            is not a sample of ``π``; :func:`jaxsample.run` warns when a run ends in this
+            state.
     """
 
     positions: jax.Array
@@ -128,39 +144,70 @@ class ETDState(NamedTuple):
     g: jax.Array
     preconditioner: jax.Array
     step: jax.Array
+    log_step_scale: jax.Array
+    log_mutation_scale: jax.Array
+    degenerate_rate: jax.Array
+    collapsed: jax.Array
 
 
 class ETDInfo(NamedTuple):
     """Per-step diagnostics (scalars).
 
     Attributes:
-        num_iterations: Sinkhorn iterations of this step (0 for the Gibbs coupling).
-        converged: whether Sinkhorn met its tolerance.
+        solver: Sinkhorn's :class:`~jaxsample.SolverStats` (0 iterations for the Gibbs
+            coupling).
         coupling_ess: mean over particles of ``1/Σ_j γ̃_ij²``: how many proposals a particle
             effectively chooses among.
-        weight_ess: ``1/Σ_j b_j²``, the effective size of the weighted proposal pool (after the
-            weight guard, if any).
+        weight_ess: ``1/Σ_j b_j²``, the effective size of the weighted proposal pool before
+            the weight guard.
         weight_temperature: the exponent ``β ∈ (0, 1]`` the weight guard applied to the
             importance weights (1: no tempering).
-        num_distinct: number of distinct proposals taken (``N`` for barycentric updates); with
-            ``step_fraction = 1`` and no mutation steps this is the number of distinct particles.
+        num_distinct: number of distinct proposals taken (``N`` for barycentric updates).
+        effective_rank: effective rank (:func:`jaxsample.kernels.linalg.effective_rank`) of
+            the whitened cloud before mutation.
+        stein_ratio: the cloud's spread relative to the target's by Stein's identity,
+            ``−(1/Nd) Σ_i (x_i − x̄)·∇log π(x_i)`` at the incoming particles: 1 in expectation
+            for a sample of ``π`` (integration by parts: ``E_π[(x − c)·∇log π(x)] = −d``),
+            below 1 for a cloud narrower than ``π``, above 1 for a wider one (about the squared
+            sd ratio on a Gaussian). NaN without a score function.
+        score_bias: how far the cloud's mean is off, from the other Stein identity
+            ``E_π[∇log π] = 0``: ``max(mean_k z_k² − 1, 0)/N`` with ``z_k = √N·mean_i s_ik /
+            sd_i s_ik`` per coordinate: about 0 for a sample of ``π`` (noise of sd about
+            ``√(2/d)/N`` for independent particles, more for duplicated ones) and the mean bias²
+            in posterior sds, ``mean_k ((m_k − μ_k)/σ_k)²``, on a Gaussian.
+            NaN without a score function.
         num_invalid: proposals whose log-density was NaN or ±inf (given zero weight).
         cost_scale: the median of ``½‖x_i − y_j‖²`` (whitened) the cost was divided by.
+        proposal_step: the proposal step ``α_t`` used this step (after adaptation).
+        mutation_step_size: the mutation step ``h_t`` used this step (after adaptation).
         acceptance_rate: mean Metropolis acceptance of the mutation steps (1 when there are none).
+        degenerate: this step looked degenerate: distinct proposals taken or the cloud's
+            effective rank below ``collapse_fraction`` of ``N`` (resp. ``min(N − 1, d)``), the
+            raw weight ESS below 1.5 (one proposal holds the mass), ``stein_ratio`` outside
+            ``stein_band`` or ``score_bias`` above ``max_score_bias``.
+        collapsed: the exponential average of ``degenerate`` (weight ``1/collapse_patience``
+            per step) is above 1/2: degenerate steps dominate the recent past (the first flag
+            comes after 7 degenerate steps in a row with the default patience 10).
         nonfinite: True if anything non-finite was met this step (a log-density, a score, the
             duals, the preconditioner). Invalid proposals get zero weight; if the plan itself is
             NaN or the move is not finite, the particles stay where they were this step.
     """
 
-    num_iterations: jax.Array
-    converged: jax.Array
+    solver: SolverStats
     coupling_ess: jax.Array
     weight_ess: jax.Array
     weight_temperature: jax.Array
     num_distinct: jax.Array
+    effective_rank: jax.Array
+    stein_ratio: jax.Array
+    score_bias: jax.Array
     num_invalid: jax.Array
     cost_scale: jax.Array
+    proposal_step: jax.Array
+    mutation_step_size: jax.Array
     acceptance_rate: jax.Array
+    degenerate: jax.Array
+    collapsed: jax.Array
     nonfinite: jax.Array
 
 
@@ -172,72 +219,126 @@ class Precision(NamedTuple):
 
 
 class LaplaceFit(NamedTuple):
-    """Result of :func:`laplace_preconditioner`.
+    """The Laplace approximation ``N(mode, LLᵀ)`` from :func:`laplace_preconditioner`.
 
     Attributes:
-        mode: the maximiser of ``logdensity_fn`` ``(d,)``.
-        chol: lower Cholesky factor of the Laplace covariance ``(−∇² log π(mode))⁻¹``.
-        converged: whether the optimiser met its tolerance.
-        num_steps: optimiser steps taken.
+        mode: the maximiser of ``logdensity_fn`` ``(d,)`` (the starting point if the optimiser
+            produced a non-finite one under tracing).
+        chol: lower Cholesky factor ``L`` of the covariance ``(−∇² log π(mode) + λI)⁻¹``;
+            always finite.
     """
 
     mode: jax.Array
     chol: jax.Array
-    converged: jax.Array
-    num_steps: jax.Array
 
 
-def laplace_preconditioner(logdensity_fn: Callable, position, *, max_steps: int = 500,
-                           tolerance: float = 1e-6) -> LaplaceFit:
+class LaplaceInfo(NamedTuple):
+    """How the Laplace fit went.
+
+    Attributes:
+        solver: BFGS's :class:`~jaxsample.SolverStats`; ``RESULTS.not_positive_definite`` when
+            the Hessian had to be damped (the fit is then usable but is not a Laplace
+            approximation at a maximum).
+        damping: the ``λ >= 0`` added to the negative Hessian's eigenvalues (0 when it was
+            positive definite).
+        nonfinite: the optimiser or the Hessian produced a non-finite value (under tracing; an
+            eager call raises instead).
+    """
+
+    solver: SolverStats
+    damping: jax.Array
+    nonfinite: jax.Array
+
+
+def laplace_preconditioner(logdensity_fn: Callable, position, *, max_iterations: int = 500,
+                           tolerance: float = 1e-6) -> tuple[LaplaceFit, LaplaceInfo]:
     """Laplace fit of ``π``: its mode by BFGS (optimistix) and ``chol((−∇² log π)⁻¹)`` there.
 
     Pass ``fit.chol`` as ``etd(..., preconditioner=fit.chol)`` (and start the particles near
-    ``fit.mode``). The Hessian is ``jax.hessian`` of ``logdensity_fn`` (``O(d²)`` memory); if it
-    is not negative definite at the point found, the Cholesky factor is NaN and the sampler
-    refuses it.
+    ``fit.mode``). The Hessian is ``jax.hessian`` of ``logdensity_fn`` (``O(d²)`` memory).
+
+    Failures are never a NaN factor: where ``H = −∇² log π(mode)`` is not positive definite
+    (a saddle, or BFGS stopped short), its eigenvalues are floored, ``H + λI`` with
+    ``λ = max(0, −λ_min(H)) + 10⁻³·mean|λ(H)|``, the damping is reported and
+    ``info.solver.result`` is ``RESULTS.not_positive_definite``. When ``logdensity_fn`` is not
+    finite at the point the optimiser returns (a start outside the support) an eager call
+    raises a ``ValueError`` with the reason; under tracing the fit falls back to
+    ``N(position, I)`` with ``info.nonfinite`` set.
+
+    A Laplace factor suits near-Gaussian posteriors: on a funnel or a hierarchical model at
+    small scale (eight schools) the mode sits in the neck, the factor is tiny in the directions
+    that matter, and a sampler preconditioned with it does worse than none (BFGS reports
+    success there: the fit is right, the approximation is not).
 
     Args:
         logdensity_fn: ``log π(x)`` for one point ``(d,)``.
         position: starting point ``(d,)`` of the optimiser.
-        max_steps: BFGS step cap.
+        max_iterations: BFGS step cap.
         tolerance: BFGS relative and absolute tolerance.
 
     Returns:
-        A :class:`LaplaceFit`.
+        ``(LaplaceFit(mode, chol), LaplaceInfo(solver, damping, nonfinite))``.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> fit = laplace_preconditioner(lambda x: -0.5 * jnp.sum((x - 1.0)**2 / 4.0),
-        ...                              jnp.zeros(2))
+        >>> fit, info = laplace_preconditioner(lambda x: -0.5 * jnp.sum((x - 1.0)**2 / 4.0),
+        ...                                    jnp.zeros(2))
         >>> fit.mode.round(4).tolist(), jnp.diag(fit.chol).round(4).tolist()
         ([1.0, 1.0], [2.0, 2.0])
+        >>> bool(info.solver.converged), float(info.damping)
+        (True, 0.0)
     """
     import optimistix as optx
 
     check_callable("logdensity_fn", logdensity_fn)
     position = check_array("position", position, ndim=1, finite=True)
     tolerance = check_number("tolerance", tolerance)
-    solution = optx.minimise(lambda x, _: -logdensity_fn(x), optx.BFGS(rtol=tolerance,
-                                                                       atol=tolerance),
-                             position, max_steps=check_int("max_steps", max_steps, 1),
-                             throw=False)
+    max_iterations = check_int("max_iterations", max_iterations, 1)
+    solution = optx.minimise(lambda x, _: -logdensity_fn(x),
+                             optx.BFGS(rtol=tolerance, atol=tolerance), position,
+                             max_steps=max_iterations, throw=False)
     mode = solution.value
+    mode_ok = jnp.all(jnp.isfinite(mode)) & jnp.isfinite(logdensity_fn(mode))
+    if is_concrete(mode_ok) and not bool(mode_ok):
+        status = RESULTS[from_optimistix(solution).result] or "converged"
+        raise ValueError(
+            "laplace_preconditioner: logdensity_fn is not finite at the point the optimiser "
+            f"returned after {int(solution.stats['num_steps'])} steps ({status}); start it "
+            "where logdensity_fn is finite, or make logdensity_fn finite on the support")
+    mode = jnp.where(mode_ok, mode, position)
     precision = -jax.hessian(logdensity_fn)(mode)
-    return LaplaceFit(mode, _chol_of_precision(precision),
-                      solution.result == optx.RESULTS.successful,
-                      jnp.asarray(solution.stats["num_steps"], jnp.int32))
+    chol, damping, hessian_ok = _damped_chol_of_precision(precision)
+    if is_concrete(chol) and not bool(hessian_ok):
+        raise ValueError("laplace_preconditioner: the Hessian of logdensity_fn at the mode is "
+                         "not finite; check logdensity_fn near the mode")
+    nonfinite = ~mode_ok | ~hessian_ok
+    chol = jnp.where(hessian_ok, chol, jnp.eye(chol.shape[0], dtype=chol.dtype))
+    stats = from_optimistix(solution)
+    result = select_result(damping > 0, RESULTS.not_positive_definite, stats.result)
+    result = select_result(nonfinite, RESULTS.nonfinite, result)
+    return LaplaceFit(mode, chol), LaplaceInfo(SolverStats(stats.num_iterations, result),
+                                               damping, nonfinite)
 
 
-def _chol_of_precision(precision):
+def _damped_chol_of_precision(precision):
+    """``chol((P + λI)⁻¹)`` by one eigendecomposition of the symmetrised ``P``; ``λ = 0`` when
+    ``P`` is positive definite, else ``−λ_min + 10⁻³·mean|λ|``. Returns
+    ``(factor, λ, finite)``."""
     precision = 0.5 * (precision + precision.T)
-    cov = jnp.linalg.inv(precision)
-    return jnp.linalg.cholesky(0.5 * (cov + cov.T))
+    finite = jnp.all(jnp.isfinite(precision))
+    precision = jnp.where(finite, precision, jnp.eye(precision.shape[0], dtype=precision.dtype))
+    eigenvalues, vectors = jnp.linalg.eigh(precision)
+    floor = 1e-3 * jnp.mean(jnp.abs(eigenvalues)) + jnp.finfo(precision.dtype).tiny
+    damping = jnp.where(eigenvalues[0] > 0, jnp.zeros_like(floor), floor - eigenvalues[0])
+    cov = (vectors / (eigenvalues + damping)[None, :]) @ vectors.T
+    return jnp.linalg.cholesky(0.5 * (cov + cov.T)), damping, finite
 
 
 def init(position: jax.Array, num_proposals: int = 25, *,
          preconditioner_state: jax.Array | None = None,
          rng_key: jax.Array | None = None) -> ETDState:
-    """Initial state: the particles, zero duals, the preconditioner statistic, step 0.
+    """Initial state: the particles, zero duals, the preconditioner statistic, step 0, no
+    adaptation yet.
 
     Args:
         position: initial particles ``(N, d)``, floating point (valid: the constructor's ``init``
@@ -253,23 +354,38 @@ def init(position: jax.Array, num_proposals: int = 25, *,
     del rng_key
     position = jnp.asarray(position)
     n = position.shape[0]
+    dtype = position.dtype
     if preconditioner_state is None:
-        preconditioner_state = jnp.zeros((0,), position.dtype)
+        preconditioner_state = jnp.zeros((0,), dtype)
     return ETDState(
         position,
-        jnp.zeros((n,), position.dtype),
-        jnp.zeros((n * num_proposals,), position.dtype),
+        jnp.zeros((n,), dtype),
+        jnp.zeros((n * num_proposals,), dtype),
         preconditioner_state,
         jnp.zeros((), jnp.int32),
+        jnp.zeros((), dtype),
+        jnp.zeros((), dtype),
+        jnp.zeros((), dtype),
+        jnp.zeros((), bool),
     )
 
 
-def _clip_by_norm(v: jax.Array, max_norm: jax.Array) -> jax.Array:
-    """Rows rescaled to norm ``<= max_norm``; ``max_norm = 0`` (or ``inf``) means no clipping."""
-    norm = jnp.linalg.norm(v, axis=-1, keepdims=True)
-    floor = jnp.asarray(1e-8, v.dtype)
-    factor = jnp.minimum(jnp.ones_like(norm), max_norm / jnp.maximum(norm, floor))
-    return v * jnp.where(max_norm > 0, factor, jnp.ones_like(factor))
+def _stein_ratio(x, score):
+    """``−(1/Nd) Σ_i (x_i − x̄)·s(x_i)``: 1 in expectation under ``π`` (Stein's identity)."""
+    n, d = x.shape
+    centred = x - jnp.mean(x, axis=0, keepdims=True)
+    return -jnp.sum(centred * score) / (n * d)
+
+
+def _score_bias(score):
+    """``max(mean_k z_k² − 1, 0)/N``, ``z_k = √N·mean_i s_ik / sd_i s_ik``: about 0 under ``π``
+    (``E_π[∇log π] = 0``), the mean bias² in sds on a Gaussian."""
+    n = score.shape[0]
+    mean = jnp.mean(score, axis=0)
+    var = jnp.var(score, axis=0)
+    z2 = jnp.where(var > 0, n * mean**2 / jnp.where(var > 0, var, jnp.ones_like(var)),
+                   jnp.where(mean == 0, jnp.zeros_like(mean), jnp.full_like(mean, jnp.inf)))
+    return jnp.maximum(jnp.mean(z2) - 1, 0) / n
 
 
 def _count_distinct(picks: jax.Array) -> jax.Array:
@@ -287,12 +403,6 @@ def _raw_score(score_fn, x, batched=False):
     s = (score_fn(x) if batched else jax.vmap(score_fn)(x)).astype(x.dtype)
     ok = jnp.all(jnp.isfinite(s), axis=1, keepdims=True)
     return jnp.where(ok, s, jnp.zeros_like(s)), ~jnp.all(ok)
-
-
-def _drift(score_fn, x, score_clip, batched=False):
-    """Clipped score with non-finite rows zeroed, and whether any was non-finite."""
-    s, bad = _raw_score(score_fn, x, batched)
-    return _clip_by_norm(s, score_clip), bad
 
 
 def _mutate(key, x, log_density, drift, num_steps, step_size):
@@ -338,58 +448,6 @@ def _mutate(key, x, log_density, drift, num_steps, step_size):
     return x, jnp.mean(accepted), bad
 
 
-def _ledoit_wolf(x: jax.Array, shrinkage) -> jax.Array:
-    """Ensemble covariance shrunk towards ``(tr S / d) I``: Ledoit & Wolf (2004)'s intensity
-    ``λ = min(1, β̄²/δ²)`` when ``shrinkage`` is None, else the given ``λ``."""
-    n, d = x.shape
-    centred = x - jnp.mean(x, axis=0, keepdims=True)
-    sample = centred.T @ centred / n
-    mu = jnp.trace(sample) / d
-    eye = jnp.eye(d, dtype=x.dtype)
-    if shrinkage is None:
-        delta2 = jnp.sum(jnp.square(sample - mu * eye)) / d
-        sq = jnp.sum(centred * centred, axis=1)
-        per = sq**2 - 2 * jnp.sum((centred @ sample) * centred, axis=1) + jnp.sum(sample**2)
-        beta2 = jnp.minimum(jnp.sum(per) / (n * n * d), delta2)
-        lam = jnp.where(delta2 > 0, beta2 / jnp.maximum(delta2, jnp.finfo(x.dtype).tiny),
-                        jnp.ones_like(delta2))
-    else:
-        lam = jnp.asarray(shrinkage, x.dtype)
-    return lam * mu * eye + (1 - lam) * sample
-
-
-def _safe_cholesky(cov):
-    """``chol(cov + 1e-6·mean(diag)·I)``; falls back to the diagonal if that is not finite."""
-    d = cov.shape[0]
-    jitter = 1e-6 * jnp.maximum(jnp.mean(jnp.diagonal(cov)), jnp.finfo(cov.dtype).tiny)
-    chol = jnp.linalg.cholesky(cov + jitter * jnp.eye(d, dtype=cov.dtype))
-    ok = jnp.all(jnp.isfinite(chol))
-    fallback = jnp.diag(jnp.sqrt(jnp.maximum(jnp.diagonal(cov), jitter)))
-    return jnp.where(ok, chol, fallback), ~ok
-
-
-def _temper(log_b: jax.Array, min_ess: jax.Array, num_bisections: int = 30):
-    """The weight guard: ``b ∝ b^β`` with the largest ``β ∈ (0, 1]`` whose ESS is at least
-    ``min_ess · P`` (bisection; ESS decreases in ``β``). Returns ``(log_b, β)``."""
-    p = log_b.shape[0]
-    target = min_ess * p
-    finite = jnp.isfinite(log_b)
-
-    def ess(beta):
-        tempered = jnp.where(finite, beta * log_b, -jnp.inf)
-        return jnp.exp(logspace.log_ess(tempered))
-
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = 0.5 * (lo + hi)
-        ok = ess(mid) >= target
-        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
-
-    one = jnp.ones((), log_b.dtype)
-    lo, _ = jax.lax.fori_loop(0, num_bisections, body, (jnp.zeros_like(one), one))
-    beta = jnp.where(ess(one) >= target, one, jnp.maximum(lo, jnp.asarray(1e-6, log_b.dtype)))
-    tempered = logspace.log_normalize(jnp.where(finite, beta * log_b, -jnp.inf))
-    return jnp.where(beta < 1, tempered, log_b), beta
 
 
 def _at(value, step):
@@ -400,12 +458,78 @@ def _at(value, step):
     return value[jnp.minimum(step, value.shape[0] - 1)]
 
 
+class _Whitening(NamedTuple):
+    """This step's coordinates ``u = L⁻¹x``: ``whiten(x) = u``, ``colour(u) = x`` and
+    ``pull(s) = Lᵀs`` (a score in ``x`` as a score in ``u``)."""
+
+    whiten: Callable
+    colour: Callable
+    pull: Callable
+
+
+def _identity(v):
+    return v
+
+
+_IDENTITY = _Whitening(_identity, _identity, _identity)
+
+
+def _factor_whitening(chol):
+    return _Whitening(
+        lambda v: jax.scipy.linalg.solve_triangular(chol, v.T, lower=True).T,
+        lambda u: u @ chol.T,
+        lambda s: s @ chol)
+
+
+def _scale_whitening(factor):
+    return _Whitening(lambda v: v / factor[None, :], lambda u: u * factor[None, :],
+                      lambda s: s * factor[None, :])
+
+
+# The preconditioner protocol: ``update(statistic, x, raw_score, params) -> (statistic,
+# whitening, bad)``, with ``raw_score`` the particles' scores (None without a score function)
+# and ``params`` the traced hyper-parameters. One function per kind; ``None`` is the identity.
+
+def _fixed_update(statistic, x, raw_score, params):
+    return statistic, _factor_whitening(jnp.asarray(params["scale"], x.dtype)), jnp.zeros((), bool)
+
+
+def _ensemble_update(statistic, x, raw_score, params):
+    """EMA of the Ledoit–Wolf ensemble covariance; a cloud whose effective rank fell below
+    ``collapse_fraction·min(N − 1, d)`` does not update it (a collapsed cloud would shrink the
+    proposals to nothing and lock itself in)."""
+    n, d = x.shape
+    mix = jnp.asarray(params["ema"], x.dtype)
+    spread = linalg.effective_rank(x) >= jnp.asarray(params["collapse_fraction"], x.dtype) * min(
+        n - 1, d)
+    fresh = mix * statistic + (1 - mix) * linalg.ledoit_wolf(x, params["shrinkage"])
+    statistic = jnp.where(spread, fresh, statistic)
+    chol, bad = linalg.safe_cholesky(statistic)
+    return statistic, _factor_whitening(chol), bad
+
+
+def _diagonal_update(statistic, x, raw_score, params):
+    """RMSProp on the squared scores (with a score), else an EMA of the particles' variances."""
+    beta = jnp.asarray(params["decay"], x.dtype)
+    if raw_score is not None:
+        statistic = beta * statistic + (1 - beta) * jnp.mean(raw_score**2, axis=0)
+        factor = jax.lax.rsqrt(statistic + jnp.asarray(1e-8, x.dtype))
+    else:
+        statistic = beta * statistic + (1 - beta) * jnp.var(x, axis=0)
+        factor = jnp.sqrt(jnp.maximum(statistic, jnp.finfo(x.dtype).tiny))
+    return statistic, _scale_whitening(factor), jnp.zeros((), bool)
+
+
+_PRECONDITIONER_UPDATES = {"fixed": _fixed_update, "ensemble": _ensemble_update,
+                           "diagonal": _diagonal_update}
+
+
 @functools.cache
 def build_kernel(
     *,
     coupling: str = "balanced",
     update: str = "categorical",
-    mutation_steps: int = 0,
+    mutation_steps: int = 2,
     warm_start: bool = False,
     max_iterations: int = 200,
     chunk_size: int | None = None,
@@ -413,6 +537,7 @@ def build_kernel(
     cost: str = "euclidean",
     batched: bool = False,
     criterion: str = "marginal",
+    collapse_patience: int = 10,
 ) -> Callable:
     """The ETD transition for a static structure (cached: equal structure, same function).
 
@@ -430,11 +555,16 @@ def build_kernel(
         batched: ``logdensity_fn`` / ``score_fn`` take ``(n, d)`` blocks.
         criterion: Sinkhorn's stopping rule, ``"marginal"`` or ``"dual"``
             (see :func:`jaxsample.kernels.transport.solve_coupling`).
+        collapse_patience: memory of the verdict in steps: ``collapsed`` is raised when the
+            exponential average of ``degenerate`` with weight ``1/collapse_patience`` exceeds
+            1/2.
 
     Returns:
         ``kernel(key, state, logdensity_fn, score_fn=None, *, epsilon, proposal_step,
         step_fraction, mutation_step_size, rho, score_clip, tolerance, scale, shrinkage,
-        ema, decay, min_weight_ess) -> (ETDState, ETDInfo)``. The float arguments may be traced;
+        ema, decay, min_weight_ess, target_weight_ess, target_acceptance,
+        proposal_adaptation_rate, mutation_adaptation_rate, proposal_follows_mutation,
+        collapse_fraction) -> (ETDState, ETDInfo)``. The float arguments may be traced;
         ``epsilon`` and ``proposal_step`` may be 1-D schedules indexed by ``state.step``;
         ``score_clip = 0`` means no clipping. Inputs are valid (:func:`etd` checked them).
     """
@@ -442,8 +572,11 @@ def build_kernel(
     def kernel(key: jax.Array, state: ETDState, logdensity_fn: Callable,
                score_fn: Callable | None = None, *, epsilon, proposal_step, step_fraction=1.0,
                mutation_step_size=None, rho=1.0, score_clip=5.0, tolerance=1e-2, scale=None,
-               shrinkage=None, ema=0.9, decay=0.9, min_weight_ess=0.0
-               ) -> tuple[ETDState, ETDInfo]:
+               shrinkage=None, ema=0.9, decay=0.9, min_weight_ess=0.0, target_weight_ess=0.5,
+               target_acceptance=0.574, proposal_adaptation_rate=0.0,
+               mutation_adaptation_rate=0.0, proposal_follows_mutation=0.0,
+               collapse_fraction=0.1,
+               stein_band=(0.6, 1.6), max_score_bias=0.05) -> tuple[ETDState, ETDInfo]:
         with jax.named_scope("etd_step"):
             x = state.positions
             n, d = x.shape
@@ -451,73 +584,55 @@ def build_kernel(
             num_proposals = state.g.shape[0] // n
             cast = lambda v: jnp.asarray(v, dtype)
             eps = cast(_at(epsilon, state.step))
-            alpha = cast(_at(proposal_step, state.step))
+            log_alpha_scale = state.log_step_scale
+            if mutation_steps > 0:
+                log_alpha_scale = log_alpha_scale + cast(proposal_follows_mutation) * (
+                    state.log_mutation_scale)
+            alpha = cast(_at(proposal_step, state.step)) * jnp.exp(log_alpha_scale)
             eta, clip = cast(step_fraction), cast(score_clip)
-            h_mutation = alpha if mutation_step_size is None else cast(mutation_step_size)
+            h_base = (cast(_at(proposal_step, state.step)) if mutation_step_size is None
+                      else cast(mutation_step_size))
+            h_mutation = h_base * jnp.exp(state.log_mutation_scale)
             key_prop, key_pick, key_mut = jax.random.split(key, 3)
             sigma = jnp.sqrt(2 * alpha)
 
             with jax.named_scope("preconditioner"):
-                raw_score, bad_score = (None, jnp.zeros((), bool))
-                new_statistic, bad_pre = state.preconditioner, jnp.zeros((), bool)
+                raw_score, bad_score = None, jnp.zeros((), bool)
+                if score_fn is not None:
+                    raw_score, bad_score = _raw_score(score_fn, x, batched)
                 if preconditioner is None:
-                    whiten = colour = lambda v: v
-                    pull = lambda s: s
-                elif preconditioner == "diagonal":
-                    beta = cast(decay)
-                    if score_fn is not None:
-                        raw_score, bad_score = _raw_score(score_fn, x, batched)
-                        new_statistic = (beta * state.preconditioner
-                                         + (1 - beta) * jnp.mean(raw_score**2, axis=0))
-                        factor = jax.lax.rsqrt(new_statistic + jnp.asarray(1e-8, dtype))
-                    else:
-                        new_statistic = (beta * state.preconditioner
-                                         + (1 - beta) * jnp.var(x, axis=0))
-                        factor = jnp.sqrt(jnp.maximum(new_statistic,
-                                                      jnp.finfo(dtype).tiny))
-                    whiten = lambda v: v / factor[None, :]
-                    colour = lambda u: u * factor[None, :]
-                    pull = lambda s: s * factor[None, :]
+                    statistic, white, bad_pre = (state.preconditioner, _IDENTITY,
+                                                 jnp.zeros((), bool))
                 else:
-                    if preconditioner == "fixed":
-                        chol = jnp.asarray(scale, dtype)
-                    else:
-                        mix = cast(ema)
-                        new_statistic = (mix * state.preconditioner
-                                         + (1 - mix) * _ledoit_wolf(x, shrinkage))
-                        chol, bad_pre = _safe_cholesky(new_statistic)
-                    whiten = lambda v: jax.scipy.linalg.solve_triangular(
-                        chol, v.T, lower=True).T
-                    colour = lambda u: u @ chol.T
-                    pull = lambda s: s @ chol
+                    params = dict(scale=scale, shrinkage=shrinkage, ema=ema, decay=decay,
+                                  collapse_fraction=collapse_fraction)
+                    statistic, white, bad_pre = _PRECONDITIONER_UPDATES[preconditioner](
+                        state.preconditioner, x, raw_score, params)
 
             def log_density_w(u):
-                return _log_density(logdensity_fn, colour(u), batched)
+                return _log_density(logdensity_fn, white.colour(u), batched)
 
-            def drift_w(u, raw=None):
-                if raw is None:
-                    raw, bad = _raw_score(score_fn, colour(u), batched)
-                else:
-                    raw, bad = raw, bad_score
-                return _clip_by_norm(pull(raw), clip), bad
+            def drift_w(u):
+                raw, bad = _raw_score(score_fn, white.colour(u), batched)
+                return linalg.clip_by_norm(white.pull(raw), clip), bad
 
             with jax.named_scope("proposals"):
-                u = whiten(x)
+                u = white.whiten(x)
                 if score_fn is not None:
-                    if preconditioner is None:
-                        s, bad_score = _drift(score_fn, x, clip, batched)
-                    else:
-                        s, bad_score = drift_w(u, raw_score)
-                    centres = u + alpha * s
+                    centres = u + alpha * linalg.clip_by_norm(white.pull(raw_score), clip)
+                    stein = _stein_ratio(x, raw_score)
+                    bias = _score_bias(raw_score)
                 else:
                     centres = u
+                    stein = bias = jnp.full((), jnp.nan, dtype)
                 noise = jax.random.normal(key_prop, (n * num_proposals, d), dtype)
                 proposals = jnp.repeat(centres, num_proposals, axis=0) + sigma * noise
                 log_target = log_density_w(proposals)
 
             log_b, num_invalid = transport.proposal_log_weights(
                 log_target, proposals, centres, sigma, chunk_size=chunk_size)
-            log_b, temperature = _temper(log_b, cast(min_weight_ess))
+            weight_ess = jnp.exp(logspace.log_ess(log_b))
+            log_b, temperature = logspace.temper_to_ess(log_b, cast(min_weight_ess) * n)
             with jax.named_scope("cost"):
                 source = u if cost == "euclidean" else centres
                 scale_c = transport.cost_scale(source, proposals)
@@ -538,46 +653,81 @@ def build_kernel(
             # they were. -inf entries of g are legitimate (zero-weight proposals).
             plan_ok = ~jnp.any(jnp.isnan(plan.g)) & ~jnp.any(jnp.isnan(plan.f))
             u_new = jnp.where(any_valid & plan_ok & jnp.all(jnp.isfinite(moved)), moved, u)
-            if mutation_steps > 0:
-                with jax.named_scope("mutation"):
-                    if preconditioner is None:
-                        log_fn = lambda z: _log_density(logdensity_fn, z, batched)
-                        drift_fn = (None if score_fn is None
-                                    else lambda z: _drift(score_fn, z, clip, batched))
-                    else:
-                        log_fn = log_density_w
-                        drift_fn = None if score_fn is None else drift_w
-                    u_new, acceptance, bad_mut = _mutate(key_mut, u_new, log_fn, drift_fn,
-                                                         mutation_steps, h_mutation)
-            else:
-                acceptance, bad_mut = jnp.ones((), dtype), jnp.zeros((), bool)
-            x_new = u_new if preconditioner is None else colour(u_new)
-            if preconditioner is not None:
-                x_new = jnp.where(jnp.all(jnp.isfinite(x_new)), x_new, x)
-
-            duals_ok = jnp.all(jnp.isfinite(plan.f)) & jnp.all(jnp.isfinite(plan.g))
-            f = jnp.where(duals_ok, plan.f, jnp.zeros_like(plan.f))
-            g = jnp.where(duals_ok, plan.g, jnp.zeros_like(plan.g))
-            statistic_ok = jnp.all(jnp.isfinite(new_statistic))
-            statistic = jnp.where(statistic_ok, new_statistic, state.preconditioner)
+            rank = linalg.effective_rank(u_new)
             if update == "categorical":
                 num_distinct = _count_distinct(rows.picks)
             else:
                 num_distinct = jnp.asarray(n, jnp.int32)
+            if mutation_steps > 0:
+                with jax.named_scope("mutation"):
+                    drift_fn = None if score_fn is None else drift_w
+                    u_new, acceptance, bad_mut = _mutate(key_mut, u_new, log_density_w,
+                                                         drift_fn, mutation_steps, h_mutation)
+            else:
+                acceptance, bad_mut = jnp.ones((), dtype), jnp.zeros((), bool)
+            x_new = white.colour(u_new)
+            if preconditioner is not None:
+                x_new = jnp.where(jnp.all(jnp.isfinite(x_new)), x_new, x)
+
+            with jax.named_scope("adaptation"):
+                # the proposal step follows the raw weight ESS towards target·N (the weights
+                # stay exact: α is fixed within a step); the mutation step follows the
+                # acceptance rate towards its target (Robbins–Monro on the log scale)
+                ess_gap = jnp.log(jnp.maximum(weight_ess, 1.0) / n) - jnp.log(
+                    cast(target_weight_ess))
+                log_step_scale = jnp.clip(
+                    state.log_step_scale + cast(proposal_adaptation_rate) * ess_gap,
+                                          -_MAX_LOG_SCALE, _MAX_LOG_SCALE)
+                log_mutation_scale = state.log_mutation_scale
+                if mutation_steps > 0:
+                    log_mutation_scale = jnp.clip(
+                        log_mutation_scale + cast(mutation_adaptation_rate)
+                        * (acceptance - cast(target_acceptance)),
+                        -_MAX_LOG_SCALE, _MAX_LOG_SCALE)
+                ok_scales = jnp.isfinite(log_step_scale) & jnp.isfinite(log_mutation_scale)
+                log_step_scale = jnp.where(ok_scales, log_step_scale, state.log_step_scale)
+                log_mutation_scale = jnp.where(ok_scales, log_mutation_scale,
+                                               state.log_mutation_scale)
+
+            with jax.named_scope("verdict"):
+                threshold = cast(collapse_fraction)
+                low, high = cast(stein_band[0]), cast(stein_band[1])
+                degenerate = ((num_distinct.astype(dtype) < threshold * n)
+                              | (rank < threshold * min(n - 1, d))
+                              | (weight_ess < 1.5)
+                              | (stein < low) | (stein > high)
+                              | (bias > cast(max_score_bias)))
+                memory = 1 - 1 / collapse_patience
+                rate = memory * state.degenerate_rate + (1 - memory) * degenerate.astype(dtype)
+                collapsed = rate > 0.5
+
+            duals_ok = jnp.all(jnp.isfinite(plan.f)) & jnp.all(jnp.isfinite(plan.g))
+            f = jnp.where(duals_ok, plan.f, jnp.zeros_like(plan.f))
+            g = jnp.where(duals_ok, plan.g, jnp.zeros_like(plan.g))
+            statistic_ok = jnp.all(jnp.isfinite(statistic))
+            statistic = jnp.where(statistic_ok, statistic, state.preconditioner)
             info = ETDInfo(
-                num_iterations=plan.num_iterations,
-                converged=plan.converged,
+                solver=SolverStats.of(plan.num_iterations, converged=plan.converged),
                 coupling_ess=jnp.mean(rows.row_ess),
-                weight_ess=jnp.exp(-jax.nn.logsumexp(2 * log_b)),
+                weight_ess=weight_ess,
                 weight_temperature=temperature,
                 num_distinct=num_distinct,
+                effective_rank=rank,
+                stein_ratio=stein,
+                score_bias=bias,
                 num_invalid=num_invalid,
                 cost_scale=scale_c,
+                proposal_step=alpha,
+                mutation_step_size=h_mutation,
                 acceptance_rate=acceptance,
+                degenerate=degenerate,
+                collapsed=collapsed,
                 nonfinite=((num_invalid > 0) | bad_score | bad_mut | ~duals_ok | bad_pre
                            | ~statistic_ok),
             )
-            return ETDState(x_new, f, g, statistic, state.step + 1), info
+            new_state = ETDState(x_new, f, g, statistic, state.step + 1, log_step_scale,
+                                 log_mutation_scale, rate, collapsed)
+            return new_state, info
 
     return kernel
 
@@ -602,7 +752,18 @@ def _schedule(name, value):
     return check_hyperparameter(name, value)
 
 
-def _preconditioner(value, dim_hint=None):
+def _band(name, value):
+    """A pair ``0 < low < high`` of hyper-parameters."""
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise ValueError(f"{name} must be a pair (low, high), got {value!r}")
+    low = check_hyperparameter(f"{name}[0]", value[0])
+    high = check_hyperparameter(f"{name}[1]", value[1])
+    if is_concrete(low) and is_concrete(high) and not float(low) < float(high):
+        raise ValueError(f"{name} must have low < high, got {value!r}")
+    return low, high
+
+
+def _preconditioner(value):
     """``(kind, scale)`` from the ``preconditioner`` argument."""
     if value is None:
         return None, None
@@ -610,14 +771,16 @@ def _preconditioner(value, dim_hint=None):
         return check_choice("preconditioner", value, PRECONDITIONERS), None
     if isinstance(value, Precision):
         matrix = check_array("preconditioner", value.matrix, ndim=2, finite=True)
-        scale = _chol_of_precision(matrix)
+        if matrix.shape[0] != matrix.shape[1]:
+            raise ValueError(f"preconditioner must be a square (d, d) matrix, got {matrix.shape}")
+        scale, damping, _ = _damped_chol_of_precision(matrix)
+        if is_concrete(damping) and float(damping) > 0:
+            raise ValueError("preconditioner: the precision matrix is not positive definite")
     else:
         scale = check_array("preconditioner", value, ndim=2, finite=True)
     if scale.shape[0] != scale.shape[1]:
         raise ValueError(f"preconditioner must be a square (d, d) matrix, got {scale.shape}")
     if is_concrete(scale):
-        if not bool(jnp.all(jnp.isfinite(scale))):
-            raise ValueError("preconditioner: the precision matrix is not positive definite")
         if not bool(jnp.allclose(scale, jnp.tril(scale))) or not bool(
                 jnp.all(jnp.diagonal(scale) > 0)):
             raise ValueError("preconditioner must be a lower-triangular Cholesky factor with a "
@@ -635,7 +798,7 @@ def etd(
     coupling: str = "balanced",
     update: str = "categorical",
     step_fraction: float = 1.0,
-    mutation_steps: int = 0,
+    mutation_steps: int = 2,
     mutation_step_size: float | None = None,
     rho: float = 1.0,
     score_clip: float | None = 5.0,
@@ -644,7 +807,16 @@ def etd(
     ema: float = 0.9,
     decay: float = 0.9,
     cost: str = "euclidean",
-    min_weight_ess: float = 0.0,
+    min_weight_ess: float | None = None,
+    target_weight_ess: float = 0.5,
+    target_acceptance: float = 0.574,
+    proposal_adaptation_rate: float = 0.0,
+    mutation_adaptation_rate: float = 0.5,
+    proposal_follows_mutation: bool = True,
+    collapse_fraction: float = 0.1,
+    stein_band=(0.6, 1.6),
+    max_score_bias: float = 0.05,
+    collapse_patience: int = 10,
     batched: bool = False,
     warm_start: bool = False,
     tolerance: float = 1e-2,
@@ -654,10 +826,11 @@ def etd(
 ) -> SamplingAlgorithm:
     """Entropic transport descent (ETD) particle sampler.
 
-    See the module docstring for the update rule and how to choose ``epsilon``,
-    ``proposal_step`` and ``preconditioner``. Without ``score_fn`` the sampler is score-free: it
-    evaluates only ``logdensity_fn`` and never differentiates it. Every float argument is a
-    traced value of the step (sweeps and ``jax.vmap`` over it share one compilation).
+    See the module docstring for the update rule, the adaptive defaults and how to choose
+    ``epsilon``, ``proposal_step`` and ``preconditioner``. Without ``score_fn`` the sampler is
+    score-free: it evaluates only ``logdensity_fn`` and never differentiates it. Every float
+    argument is a traced value of the step (sweeps and ``jax.vmap`` over it share one
+    compilation).
 
     Args:
         logdensity_fn: ``log π(x)`` up to a constant for one point ``x`` of shape ``(d,)``,
@@ -668,39 +841,70 @@ def etd(
         num_proposals: proposals per particle ``M >= 1``; the pool has ``P = N·M`` points.
         epsilon: entropic regularisation ``ε > 0`` relative to the median cost; or a 1-D array,
             a schedule (entry ``t`` at step ``t``, the last one held).
-        proposal_step: ``α > 0`` in whitened units: centres move by ``α·Σ·score``, proposal
-            std ``√(2α)`` (whitened); or a 1-D schedule.
+        proposal_step: the initial ``α > 0`` in whitened units: centres move by
+            ``α·Σ·score``, proposal std ``√(2α)`` (whitened); or a 1-D schedule. With
+            ``proposal_adaptation_rate > 0`` the sampler rescales it every step
+            (``info.proposal_step``).
         coupling: ``"balanced"`` (Sinkhorn, both marginals), ``"unbalanced"`` (KL penalty ``ρ``
             on the proposal marginal) or ``"gibbs"`` (semi-relaxed, one pass, no iterations).
         update: ``"categorical"`` (draw a proposal from the row) or ``"barycentric"`` (row mean).
         step_fraction: damping ``η ∈ (0, 1]``: ``x ← (1−η)x + η·target``.
         mutation_steps: π-invariant (preconditioned) MALA / random-walk Metropolis steps after
-            each update.
-        mutation_step_size: step ``h`` of the mutation kernel (default: ``proposal_step``).
+            each update (default 2; 0 is the paper's plain ETD step).
+        mutation_step_size: the initial step ``h`` of the mutation kernel (default:
+            ``proposal_step``), adapted towards ``target_acceptance``.
         rho: unbalanced KL weight ``ρ > 0`` (``"unbalanced"`` only).
         score_clip: whitened scores are rescaled to at most this norm; ``None``, ``0`` or
             ``inf``: no clipping (the reference code's convention).
         preconditioner: ``None`` (identity: the unpreconditioned sampler), a fixed lower
             Cholesky factor ``L`` of a covariance (e.g. :func:`laplace_preconditioner`'s
             ``chol``) or ``Precision(P)``, ``"ensemble"`` (the particles' Ledoit–Wolf-shrunk
-            covariance, optionally an EMA, recomputed every step) or ``"diagonal"`` (RMSProp on
-            the squared scores, or the particles' variances without a score). Proposals, cost
-            and mutation live in the whitened coordinates ``L⁻¹x``; the importance weights are
-            exact for the proposal used (``L`` is fixed within a step and ``|det L|`` cancels).
+            covariance, an EMA, frozen while the cloud's effective rank is below the collapse
+            threshold) or ``"diagonal"`` (RMSProp on the squared scores, or the particles'
+            variances without a score). Proposals, cost and mutation live in the whitened
+            coordinates ``L⁻¹x``; the importance weights are exact for the proposal used
+            (``L`` is fixed within a step and ``|det L|`` cancels).
         shrinkage: ``"ensemble"``: Ledoit–Wolf intensity ``λ ∈ [0, 1]`` towards
             ``(tr Σ/d) I``; None estimates it (Ledoit & Wolf 2004).
-        ema: ``"ensemble"``: weight ``∈ [0, 1)`` of the previous covariance (0: none). The
-            default 0.9 is the memory that keeps one degenerate step (weight ESS ≈ 1: every
-            particle lands on one proposal, the ensemble covariance is 0) from shrinking the
-            proposals to nothing; with 0 that collapse is permanent.
+        ema: ``"ensemble"``: weight ``∈ [0, 1)`` of the previous covariance (0: none).
         decay: ``"diagonal"``: RMSProp decay ``β ∈ [0, 1)``.
         cost: ``"euclidean"`` (``½‖x_i − y_j‖²``, Mahalanobis when preconditioned) or
             ``"langevin"`` (``½‖m_i − y_j‖²`` from the Langevin centres: the reference code's
             LRET cost up to its scale, which the median normalisation removes).
-        min_weight_ess: the weight-collapse guard: when the importance weights' ESS falls below
-            this fraction of ``P``, they are tempered, ``b ∝ b^β`` with the largest ``β`` that
-            restores it (``Info.weight_temperature``). It trades bias (towards the proposal
-            mixture) for variance; 0 (default) turns it off.
+        min_weight_ess: the weight guard, a fraction of ``N``: when the importance weights' ESS
+            falls below ``min_weight_ess·N`` they are tempered, ``b ∝ b^β`` with the largest
+            ``β`` that restores it (``info.weight_temperature``). Tempered weights target
+            ``q^{1−β}π^β``, not ``π``: the mutation steps pull the cloud back. None (default):
+            0.1 with mutation steps, off (0) without.
+        target_weight_ess: the proposal step adapts so the raw weight ESS stays near
+            ``target_weight_ess·N`` (it grows while the ESS is above, shrinks below).
+        target_acceptance: the mutation step adapts towards this mean acceptance.
+        proposal_adaptation_rate: gain ``κ`` of the proposal step's adaptation,
+            ``log α ← log α + κ·log(ESS/(target_weight_ess·N))`` (kept within ``10^±3`` of
+            ``proposal_step``); 0 (default) keeps ``α`` fixed. Off by default, by measurement:
+            the weight ESS is not monotone in ``α`` (for small ``α`` the pool sits on the
+            particles and the weights are ``∝ π(x_i)``, degenerate in high dimension), so on
+            ``N(0, I₅₀)`` chasing the target drove ``α`` down and the DAMV from 0.99 to 0.47.
+        mutation_adaptation_rate: gain ``κ`` of the mutation step's adaptation,
+            ``log h ← log h + κ·(acceptance − target_acceptance)`` (within ``10^±3`` of ``h``);
+            0 keeps ``h`` fixed.
+        proposal_follows_mutation: with mutation steps, the proposal step is rescaled with the
+            mutation step, ``α_t = α·h_t/h`` (times the proposal adaptation's own factor): the
+            MALA step adapted to its acceptance target measures the target's local scale, and
+            the proposals take it. This is what lets one default ``α`` serve posteriors whose
+            scales differ by orders of magnitude.
+        collapse_fraction: a step is degenerate when it takes fewer than this fraction of ``N``
+            distinct proposals, when the cloud's effective rank falls below this fraction of
+            ``min(N − 1, d)``, or when one proposal holds the weight (ESS < 1.5).
+        stein_band: ``(low, high)``: a step is degenerate when ``info.stein_ratio`` (the
+            cloud's spread relative to ``π``'s by Stein's identity; needs ``score_fn``) falls
+            outside it: about sd ratios ``√low``–``√high`` on a Gaussian.
+        max_score_bias: a step is degenerate when ``info.score_bias`` (the cloud's mean offset
+            as a mean squared number of posterior sds, by ``E_π[∇log π] = 0``; needs
+            ``score_fn``) exceeds it.
+        collapse_patience: memory of the verdict in steps (``collapsed`` when the exponential
+            average of the per-step ``degenerate`` with weight ``1/collapse_patience`` exceeds
+            1/2: after 7 degenerate steps in a row for 10).
         batched: ``logdensity_fn`` (and ``score_fn``) take ``(n, d)`` blocks.
         warm_start: start Sinkhorn from the previous step's duals. Off by default: the proposal
             pool is redrawn every step, so the old duals describe other points, and on the bench
@@ -725,16 +929,19 @@ def etd(
         >>> import jax, jax.numpy as jnp
         >>> import jaxsample
         >>> logdensity = lambda x: -0.5 * jnp.sum(x**2)
-        >>> alg = jaxsample.etd(logdensity, num_proposals=5, preconditioner="ensemble")
+        >>> alg = jaxsample.etd(logdensity, num_proposals=5)
         >>> state = alg.init(2.0 * jax.random.normal(jax.random.key(0), (50, 2)))
         >>> state, info = jaxsample.run(jax.random.key(1), alg, state, num_steps=20)
-        >>> state.positions.shape, info.converged.shape
-        ((50, 2), (20,))
+        >>> state.positions.shape, info.solver.num_iterations.shape, bool(state.collapsed)
+        ((50, 2), (20,), False)
     """
     check_callable("logdensity_fn", logdensity_fn)
     check_callable("score_fn", score_fn, allow_none=True)
     num_proposals = check_int("num_proposals", num_proposals, 1)
+    mutation_steps = check_int("mutation_steps", mutation_steps, 0)
     kind, scale = _preconditioner(preconditioner)
+    if min_weight_ess is None:
+        min_weight_ess = 0.1 if mutation_steps > 0 else 0.0
     hyper = dict(
         epsilon=_schedule("epsilon", epsilon),
         proposal_step=_schedule("proposal_step", proposal_step),
@@ -744,6 +951,19 @@ def etd(
         rho=check_hyperparameter("rho", rho),
         score_clip=_score_clip(score_clip),
         tolerance=check_hyperparameter("tolerance", tolerance),
+        min_weight_ess=check_hyperparameter("min_weight_ess", min_weight_ess, positive=False),
+        target_weight_ess=check_hyperparameter("target_weight_ess", target_weight_ess),
+        target_acceptance=check_hyperparameter("target_acceptance", target_acceptance,
+                                               maximum=1.0),
+        proposal_adaptation_rate=check_hyperparameter(
+            "proposal_adaptation_rate", proposal_adaptation_rate, positive=False),
+        mutation_adaptation_rate=check_hyperparameter(
+            "mutation_adaptation_rate", mutation_adaptation_rate, positive=False),
+        proposal_follows_mutation=np.asarray(float(bool(proposal_follows_mutation))),
+        collapse_fraction=check_hyperparameter("collapse_fraction", collapse_fraction,
+                                               positive=False, maximum=1.0),
+        stein_band=_band("stein_band", stein_band),
+        max_score_bias=check_hyperparameter("max_score_bias", max_score_bias),
     )
     if kind == "fixed":
         hyper["scale"] = scale
@@ -753,13 +973,10 @@ def etd(
         hyper["ema"] = check_hyperparameter("ema", ema, positive=False, maximum=0.999)
     elif kind == "diagonal":
         hyper["decay"] = check_hyperparameter("decay", decay, positive=False, maximum=0.999)
-    if not (is_concrete(min_weight_ess) and float(min_weight_ess) == 0.0):
-        hyper["min_weight_ess"] = check_hyperparameter("min_weight_ess", min_weight_ess,
-                                                       positive=False, maximum=1.0)
     kernel = build_kernel(
         coupling=check_choice("coupling", coupling, transport.COUPLINGS),
         update=check_choice("update", update, transport.UPDATES),
-        mutation_steps=check_int("mutation_steps", mutation_steps, 0),
+        mutation_steps=mutation_steps,
         warm_start=bool(warm_start),
         max_iterations=check_int("max_iterations", max_iterations, 1),
         chunk_size=check_chunk_size(chunk_size),
@@ -767,6 +984,7 @@ def etd(
         cost=check_choice("cost", cost, COSTS),
         batched=bool(batched),
         criterion=check_choice("criterion", criterion, transport.CRITERIA),
+        collapse_patience=check_int("collapse_patience", collapse_patience, 1),
     )
     step = Step(kernel, logdensity_fn=logdensity_fn, score_fn=score_fn, **hyper)
 
@@ -793,7 +1011,7 @@ def etd(
             raise ValueError(f"preconditioner must have shape ({d}, {d}), got {scale.shape}")
         statistic = None
         if kind == "ensemble":
-            statistic = _ledoit_wolf(position, hyper["shrinkage"])
+            statistic = linalg.ledoit_wolf(position, hyper["shrinkage"])
         elif kind == "diagonal":
             if score_fn is not None:
                 raw, _ = _raw_score(score_fn, position, batched)

@@ -1,0 +1,227 @@
+"""``diagnose``: read a run's trace and say in words what went wrong and what to do about it.
+
+A sampler can return numbers that look like a posterior sample and are not: a particle cloud
+collapsed onto a few points, importance weights held by one proposal, chains that never mixed.
+Every jaxsample Info records the evidence per step (``nonfinite``, ``collapsed``,
+``weight_ess``, ``stein_ratio``, ``acceptance_rate``, ``solver``…); :func:`diagnose` reads
+whichever of those fields a trace has (so it serves every iterative sampler, and BlackJAX's
+infos where the field names agree), optionally with the draws of several chains for R̂ and ESS
+(:mod:`jaxsample.diagnostics.chains`), and returns a :class:`Diagnosis` whose text names each
+problem with its remedy. It runs eagerly on concrete arrays (a report, not a jittable kernel).
+
+Thresholds (stated, not tuned): Stein ratio outside ``[0.6, 1.6]`` over the last quarter
+(ETD's default band: about sd ratios 0.77–1.26 on a Gaussian); mean score bias above 0.05 (the
+mean bias² in posterior sds it estimates); weight ESS below 2 on more than half of the last half;
+weights tempered below ``β = 0.1`` on average; mutation acceptance outside ``[0.15, 0.95]``;
+an inner solver short of its tolerance on more than a quarter of the steps; R̂ above 1.01 or
+bulk ESS below 100 (Vehtari et al. 2021).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from jaxsample._solver import RESULTS
+from jaxsample.diagnostics.chains import ess as chain_ess
+from jaxsample.diagnostics.chains import rhat as chain_rhat
+
+__all__ = ["Diagnosis", "diagnose"]
+
+
+class Diagnosis(NamedTuple):
+    """What :func:`diagnose` found.
+
+    Attributes:
+        ok: no problem found.
+        problems: one sentence per problem: what was seen, with numbers, and the remedy.
+        summary: the statistics the verdict was drawn from (field name -> float).
+    """
+
+    ok: bool
+    problems: tuple[str, ...]
+    summary: dict[str, float]
+
+    def __str__(self) -> str:
+        head = "no problem found" if self.ok else f"{len(self.problems)} problem(s) found"
+        stats = ", ".join(f"{k} {v:.3g}" for k, v in self.summary.items())
+        lines = [f"diagnose: {head} ({stats})" if stats else f"diagnose: {head}"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _field(trace, name):
+    value = getattr(trace, name, None)
+    if value is None and isinstance(trace, dict):
+        value = trace.get(name)
+    return None if value is None else np.asarray(value)
+
+
+def _per_step(values: np.ndarray, reduce) -> np.ndarray:
+    """Reduce every axis but the first (steps) of a trace leaf (chains under vmap, …)."""
+    values = np.asarray(values)
+    if values.ndim == 0:
+        return values.reshape(1)
+    if values.ndim == 1:
+        return values
+    return reduce(values.reshape(values.shape[0], -1), axis=1)
+
+
+def _steps(flags: np.ndarray) -> str:
+    idx = np.flatnonzero(flags)
+    if idx.size == 0:
+        return "none"
+    if idx.size == 1:
+        return f"step {idx[0]}"
+    return f"{idx.size} steps, first {idx[0]}, last {idx[-1]}"
+
+
+def diagnose(trace: Any, *, samples=None) -> Diagnosis:
+    """Diagnose a run from its trace (and optionally its chains' draws).
+
+    Args:
+        trace: the trace :func:`jaxsample.run` returned with the default ``transform`` (the
+            per-step Info, every leaf with a leading step axis; further axes — chains under
+            ``vmap`` — are reduced), or any NamedTuple / dict with some of the fields
+            ``nonfinite``, ``collapsed``, ``degenerate``, ``weight_ess``, ``num_distinct``,
+            ``stein_ratio``, ``weight_temperature``, ``acceptance_rate``, ``solver``.
+        samples: optional draws ``(num_chains, num_draws)`` or ``(num_chains, num_draws, d)``
+            from several chains: adds R̂ and bulk ESS.
+
+    Returns:
+        A :class:`Diagnosis`; ``print(diagnosis)`` gives the report.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import jaxsample
+        >>> from jaxsample.diagnostics import diagnose
+        >>> alg = jaxsample.etd(lambda x: -0.5 * jnp.sum(x**2), num_proposals=5)
+        >>> state, trace = jaxsample.run(jax.random.key(1), alg,
+        ...                              alg.init(jax.random.normal(jax.random.key(0), (40, 2))),
+        ...                              num_steps=30)
+        >>> diagnose(trace).ok
+        True
+    """
+    problems: list[str] = []
+    summary: dict[str, float] = {}
+
+    nonfinite = _field(trace, "nonfinite")
+    if nonfinite is not None:
+        bad = _per_step(nonfinite, np.any)
+        summary["nonfinite_steps"] = float(bad.sum())
+        if bad.any():
+            problems.append(
+                f"non-finite values met in {_steps(bad)}: logdensity_fn or score_fn returns NaN "
+                "or inf where the sampler evaluates it (affected proposals get zero weight and "
+                "a failed move keeps the previous state); make the functions finite on the "
+                "support or start inside it")
+
+    num_steps = len(bad) if nonfinite is not None else None
+    collapsed = _field(trace, "collapsed")
+    if collapsed is not None:
+        flags = _per_step(collapsed, np.any)
+        num_steps = len(flags)
+        summary["collapsed_steps"] = float(flags.sum())
+        if flags.any():
+            final = "and at the end" if flags[-1] else "then recovered"
+            problems.append(
+                f"the particle cloud collapsed ({_steps(flags)}, {final}): it is not a sample "
+                "of the target. Remedies: more mutation_steps (π-invariant MALA moves), a "
+                "preconditioner (laplace_preconditioner for a unimodal posterior, 'ensemble' "
+                "when the particles far outnumber the dimension), a larger min_weight_ess, "
+                "more particles or num_proposals")
+
+    def tail(values, fraction):
+        start = int(len(values) * (1 - fraction))
+        return values[min(start, len(values) - 1):]
+
+    stein = _field(trace, "stein_ratio")
+    if stein is not None:
+        late = tail(_per_step(stein, np.nanmean), 0.25)
+        if np.isfinite(late).any():
+            value = float(np.nanmean(late))
+            summary["stein_ratio"] = value
+            if value < 0.6:
+                problems.append(
+                    f"the cloud is narrower than the target (Stein ratio {value:.2f} over the "
+                    "last quarter; 1 for a sample, about the squared sd ratio): see the "
+                    "collapse remedies; run longer if it is still rising")
+            elif value > 1.6:
+                problems.append(
+                    f"the cloud is wider than the target (Stein ratio {value:.2f} over the last "
+                    "quarter): it has not contracted yet — run longer, or lower proposal_step")
+
+    score_bias = _field(trace, "score_bias")
+    if score_bias is not None:
+        late = tail(_per_step(score_bias, np.nanmean), 0.25)
+        if np.isfinite(late).any():
+            value = float(np.nanmean(late))
+            summary["score_bias"] = value
+            if value > 0.05:
+                problems.append(
+                    f"the cloud's mean is off (score bias {value:.3f} over the last quarter: "
+                    "the mean score should vanish, and this estimates the mean bias² in "
+                    "posterior sds): run longer, or see the collapse remedies")
+
+    weight_ess = _field(trace, "weight_ess")
+    if weight_ess is not None:
+        late = tail(_per_step(weight_ess, np.mean), 0.5)
+        summary["weight_ess"] = float(np.median(late))
+        if np.mean(late < 2.0) > 0.5:
+            problems.append(
+                f"importance weights degenerate (median ESS {np.median(late):.2f} over the last "
+                "half: one or two proposals hold the mass): the resampling duplicates particles. "
+                "Raise min_weight_ess or mutation_steps, use a preconditioner")
+
+    temperature = _field(trace, "weight_temperature")
+    if temperature is not None:
+        late = tail(_per_step(temperature, np.mean), 0.5)
+        summary["weight_temperature"] = float(np.mean(late))
+        if np.mean(late) < 0.1:
+            problems.append(
+                f"the weight guard tempered the weights hard (mean β {np.mean(late):.3f} over "
+                "the last half): the resampling carries little information about the target, "
+                "and the cloud is as good as its mutation chains; check the Stein ratio and "
+                "run longer")
+
+    acceptance = _field(trace, "acceptance_rate")
+    if acceptance is not None:
+        late = tail(_per_step(acceptance, np.mean), 0.5)
+        rate = float(np.mean(late))
+        summary["acceptance_rate"] = rate
+        if rate < 0.15:
+            problems.append(
+                f"Metropolis acceptance {rate:.2f} over the last half: the step size is too "
+                "large for the target's scale (lower it, or let it adapt longer)")
+        elif rate > 0.95 and rate < 1.0:
+            problems.append(
+                f"Metropolis acceptance {rate:.2f} over the last half: the steps are too small "
+                "to move (raise the step size)")
+
+    solver = trace.get("solver") if isinstance(trace, dict) else getattr(trace, "solver", None)
+    if hasattr(solver, "result"):
+        failed = _per_step(np.asarray(solver.result != RESULTS.successful), np.any)
+        summary["solver_failures"] = float(failed.sum())
+        if failed.mean() > 0.25:
+            problems.append(
+                f"the inner solver missed its tolerance in {_steps(failed)} "
+                f"({100 * failed.mean():.0f}% of steps): raise max_iterations or loosen "
+                "tolerance (for Sinkhorn: raise epsilon)")
+
+    if samples is not None:
+        r = np.asarray(chain_rhat(samples))
+        e = np.asarray(chain_ess(samples))
+        summary["max_rhat"] = float(np.max(r))
+        summary["min_ess"] = float(np.min(e))
+        if np.max(r) > 1.01:
+            problems.append(
+                f"chains disagree (max R-hat {np.max(r):.3f} > 1.01): they have not mixed; run "
+                "longer or reparametrise")
+        if np.min(e) < 100:
+            problems.append(
+                f"few effective draws (min bulk ESS {np.min(e):.0f} < 100): run longer")
+
+    if num_steps is not None:
+        summary["steps"] = float(num_steps)
+    return Diagnosis(not problems, tuple(problems), summary)

@@ -1,0 +1,163 @@
+"""ETD is loud when it cannot be right: the ``collapsed`` verdict on planted failures (one per
+failure mode), the eager warning, ``diagnostics.diagnose``, the adaptation, and a Laplace fit
+that fails clearly."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsample
+from jaxsample import RESULTS
+from jaxsample.diagnostics import diagnose
+from jaxsample.particles import laplace_preconditioner
+
+D = 20
+
+
+def std_normal(x):
+    return -0.5 * jnp.sum(x**2)
+
+
+def _start(scale, n=40, d=D, seed=0):
+    return scale * jax.random.normal(jax.random.key(seed), (n, d))
+
+
+def _quiet_run(alg, positions, num_steps=14):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return jaxsample.run(jax.random.key(1), alg, alg.init(positions), num_steps)
+
+
+# Each planted failure holds for every step by construction, so `collapsed` must be set within
+# `collapse_patience` (10) steps; the frozen settings (no mutation steps) keep the
+# failure from healing itself.
+FROZEN = dict(num_proposals=4, mutation_steps=0)
+PLANTED = {
+    # a cloud 100x narrower than N(0, I): distinct particles, full rank, but Stein ratio 1e-4
+    "narrow": (std_normal, dict(proposal_step=1e-6), 0.01, "stein_ratio"),
+    # a cloud 10x wider: Stein ratio ~100
+    "wide": (std_normal, dict(proposal_step=1e-6), 10.0, "stein_ratio"),
+    # the right spread two sds off-centre: Stein ratio 1, score bias about 4
+    "offcentre": (lambda x: std_normal(x - 2.0), dict(proposal_step=1e-6), 1.0, "score_bias"),
+    # sd-0.05 target from an N(0, I) start: one proposal holds the weight, few distinct picks
+    "weights": (lambda x: -200.0 * jnp.sum(x**2), dict(proposal_step=0.5), 1.0, "weight_ess"),
+    # barycentric update with epsilon >> 1: every row is b, every particle moves to one point
+    "rank": (std_normal, dict(update="barycentric", epsilon=1e3), 1.0, "effective_rank"),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(PLANTED))
+def test_planted_failure_raises_collapsed(mode):
+    target, extra, scale, evidence = PLANTED[mode]
+    alg = jaxsample.etd(target, score_fn=jax.grad(target), **FROZEN, **extra)
+    state, info = _quiet_run(alg, _start(scale))
+    assert bool(state.collapsed) and bool(info.collapsed[-1]), mode
+    assert bool(jnp.all(info.degenerate[2:])), (mode, info.degenerate)
+    # the verdict's memory: 1 - 0.9^k > 1/2 needs k >= 7 degenerate steps
+    assert not bool(jnp.any(info.collapsed[:6]))
+    value = np.asarray(getattr(info, evidence))[-1]
+    limit = {"stein_ratio": (0.6, 1.6), "weight_ess": (1.5, None), "score_bias": (-1.0, 0.05),
+             "effective_rank": (0.1 * min(39, D), None)}[evidence]
+    low, high = limit
+    assert value < low or (high is not None and value > high), (mode, evidence, value)
+    report = diagnose(info)
+    assert not report.ok and any("collapsed" in p for p in report.problems), str(report)
+    assert any("mutation_steps" in p for p in report.problems)
+
+
+def test_healthy_run_is_not_flagged_and_diagnose_is_quiet():
+    alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no collapse warning
+        state, info = jaxsample.run(jax.random.key(1), alg, alg.init(_start(1.0, d=3)), 30)
+    assert not bool(jnp.any(info.collapsed))
+    # Stein ratio of a sample of N(0, I3) from 40 particles: sd about sqrt(2/(40*3)) = 0.13;
+    # the mean over the last 10 steps lies well inside [0.6, 1.6]
+    assert 0.6 < float(jnp.mean(info.stein_ratio[-10:])) < 1.6
+    report = diagnose(info)
+    assert report.ok, str(report)
+
+
+def test_eager_run_warns_once_and_traced_run_keeps_the_flag():
+    target, extra, scale, _ = PLANTED["narrow"]
+    alg = jaxsample.etd(target, score_fn=jax.grad(target), **FROZEN, **extra)
+    state0 = alg.init(_start(scale))
+    with pytest.warns(RuntimeWarning, match="collapsed") as record:
+        jaxsample.run(jax.random.key(1), alg, state0, 14)
+    assert len([r for r in record if "collapsed" in str(r.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        state, _ = jax.jit(lambda s: jaxsample.run(jax.random.key(1), alg, s, 14))(state0)
+    assert bool(state.collapsed)
+
+
+def test_diagnose_reads_any_trace():
+    steps = 40
+    trace = {
+        "nonfinite": np.r_[np.zeros(39, bool), True],
+        "acceptance_rate": np.full(steps, 0.02),
+        "solver": jaxsample.SolverStats.of(np.full(steps, 200), converged=np.zeros(steps, bool)),
+        "weight_temperature": np.full(steps, 0.01),
+    }
+    report = diagnose(trace)
+    text = str(report)
+    assert not report.ok and len(report.problems) == 4, text
+    assert "step 39" in text and "step size" in text and "max_iterations" in text
+    # chains that disagree: two chains around different means
+    chains = np.stack([np.random.default_rng(0).normal(m, 1.0, 200) for m in (0.0, 3.0)])
+    report = diagnose({}, samples=chains)
+    assert any("R-hat" in p for p in report.problems)
+
+
+def test_adaptation_moves_the_steps_towards_their_targets():
+    """From a proposal step 100x too large the weight ESS is tiny, so α must shrink; the MALA
+    step adapts towards 0.574 acceptance. Per-step acceptance is a mean over 40·2 proposals
+    (sd <= 0.06), so the last-15-step mean within 0.2 of the target is a wide margin."""
+    alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4,
+                        proposal_step=50.0, mutation_step_size=10.0,
+                        proposal_adaptation_rate=0.3, mutation_adaptation_rate=0.6)
+    state, info = _quiet_run(alg, _start(1.0, d=5), num_steps=60)
+    alpha = np.asarray(info.proposal_step)
+    assert alpha[-1] < 0.1 * alpha[0]
+    assert abs(float(np.mean(info.acceptance_rate[-15:])) - 0.574) < 0.2
+    # the proposal step is not adapted by default
+    fixed = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4,
+                          proposal_step=50.0)
+    _, info = _quiet_run(fixed, _start(1.0, d=5), num_steps=3)
+    np.testing.assert_allclose(info.proposal_step, 50.0, rtol=1e-6)
+
+
+def test_laplace_fit_gaussian_and_status():
+    cov = jnp.array([[2.0, 0.6], [0.6, 1.0]])
+    prec = jnp.linalg.inv(cov)
+    target = lambda x: -0.5 * (x - 1.0) @ prec @ (x - 1.0)
+    fit, info = laplace_preconditioner(target, jnp.zeros(2))
+    np.testing.assert_allclose(fit.mode, [1.0, 1.0], atol=1e-4)
+    np.testing.assert_allclose(fit.chol @ fit.chol.T, cov, rtol=1e-4)
+    assert bool(info.solver.converged) and float(info.damping) == 0.0
+    assert not bool(info.nonfinite)
+
+
+def test_laplace_fit_at_a_non_maximum_is_damped_not_nan():
+    """log π = −Σ(x² − 1)²: x = 0 is a stationary point where log π is convex, so BFGS stops
+    there and −∇² log π = −4I is negative definite."""
+    target = lambda x: -jnp.sum((x**2 - 1.0) ** 2)
+    fit, info = laplace_preconditioner(target, jnp.zeros(2))
+    assert bool(jnp.all(jnp.isfinite(fit.chol)))
+    assert float(info.damping) > 4.0
+    assert info.solver.result == RESULTS.not_positive_definite
+    assert "positive definite" in RESULTS[info.solver.result]
+    jaxsample.etd(target, preconditioner=fit.chol)  # accepted by the sampler
+
+
+def test_laplace_fit_outside_the_support_raises_eagerly_and_flags_under_jit():
+    target = lambda x: jnp.sum(jnp.log(x)) - jnp.sum(x)  # Gamma(2, 1); NaN for x < 0
+    start = jnp.full(2, -1.0)
+    with pytest.raises(ValueError, match="not finite at the point the optimiser returned"):
+        laplace_preconditioner(target, start)
+    fit, info = jax.jit(lambda p: laplace_preconditioner(target, p))(start)
+    assert bool(info.nonfinite) and bool(jnp.all(jnp.isfinite(fit.chol)))
+    assert info.solver.result == RESULTS.nonfinite
