@@ -62,7 +62,7 @@ def main(argv=None):
                       rng.normal(0.0, 1.5, args.rewards))
     tension = risk.tail_tension(scores, labels)
     pool_ns = jnp.asarray([1.0, 4.0, 16.0, 64.0, 256.0, 1024.0])
-    pool = risk.bon_pool_accuracy(scores, labels, pool_ns)
+    pool, _ = risk.bon_pool_accuracy(scores, labels, pool_ns)
     print(markdown_table(["N", "hazard gap T(u_N)", "more samples help?"],
                          [[int(n), g, bool(h)] for n, g, h in
                           zip(np.asarray(tension.n), np.asarray(tension.hazard_gap),

@@ -140,7 +140,8 @@ def test_pool_accuracy_equals_brute_force_over_subsets(x64):
             tied = [i for i in subset if scores[i] == top]
             wins.append(np.mean(labels[tied]))  # ties broken uniformly at random
         expected.append(np.mean(wins))
-    acc = risk.bon_pool_accuracy(scores, labels, jnp.arange(1.0, 8.0))
+    acc, info = risk.bon_pool_accuracy(scores, labels, jnp.arange(1.0, 8.0))
+    assert not bool(info.nonfinite)
     np.testing.assert_allclose(acc, expected, atol=1e-13)
 
 

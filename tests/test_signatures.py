@@ -78,7 +78,6 @@ _PENDING = {
     "jaxsample.particles.mmsold.moment_targets": "returns MomentTargets",
     "jaxsample.particles.mmsold.sample_kde":
         "count num_samples is not keyword-only; returns jax.Array",
-    "jaxsample.risk.best_of_n.bon_pool_accuracy": "returns jax.Array",
     "jaxsample.risk.best_of_n.tail_regime": "returns TailRegime",
     "jaxsample.risk.best_of_n.tail_tension": "returns TailTension",
     "jaxsample.risk.saber.asr_anchored": "returns jax.Array",

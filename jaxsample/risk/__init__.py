@@ -9,6 +9,7 @@
 
 from jaxsample.risk.best_of_n import GPD as GPD
 from jaxsample.risk.best_of_n import BoNInfo as BoNInfo
+from jaxsample.risk.best_of_n import BoNPoolInfo as BoNPoolInfo
 from jaxsample.risk.best_of_n import Empirical as Empirical
 from jaxsample.risk.best_of_n import Gumbel as Gumbel
 from jaxsample.risk.best_of_n import Normal as Normal
@@ -43,6 +44,7 @@ __all__ = [
     "SABERFitInfo",
     "SABERIntervalInfo",
     "BoNInfo",
+    "BoNPoolInfo",
     "Empirical",
     "Gumbel",
     "Normal",
