@@ -1,5 +1,8 @@
 """The one contract test: every method in the registry, the same checks (see tests/contract/).
 
+Every entry also runs with a legacy ``jax.random.PRNGKey`` (the eager calls): it must give what
+the new-style key with the same bits gives.
+
 Adding a method: write ``tests/contract/<family>_<module>.py`` with ``ENTRIES`` (the files are
 discovered). ``test_registry_covers_every_method_module`` fails until every method module of
 every family has an entry.
@@ -68,10 +71,18 @@ def test_registry_covers_every_method_module():
     assert not missing, f"method modules without a contract entry: {missing}"
 
 
+def _legacy(key):
+    """The legacy ``uint32[2]`` form of a new-style key (the same bits: the same stream)."""
+    return jax.random.key_data(key)
+
+
 @pytest.mark.parametrize(("entry", "dtype"), _dtype_cases())
 def test_dtype_preserved_and_info_flags(entry, dtype):
     with _with_dtype(dtype):
-        out = entry.build(jnp.dtype(dtype))(KEY)
+        # the first dtype runs with a legacy PRNGKey: the eager compilation the jit and vmap
+        # tests below reuse, so the legacy case costs no extra compilation
+        key = _legacy(KEY) if dtype == entry.dtypes[0] else KEY
+        out = entry.build(jnp.dtype(dtype))(key)
         floats = [leaf for leaf in jax.tree.leaves(out)
                   if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)]
         assert floats, "the output holds no floating array"
@@ -94,8 +105,9 @@ def test_jit_equals_eager_and_compiles_once(entry):
         chex.clear_trace_counter()
         jitted = jax.jit(chex.assert_max_traces(fn, n=1))
         key_a, key_b = jax.random.split(KEY)
-        _assert_close(jitted(key_a), fn(key_a), _tolerance(entry, dtype), entry.exact_ints,
-                      "jit != eager")
+        # a legacy PRNGKey eagerly, the new-style key under jit: one stream, one result
+        _assert_close(jitted(key_a), fn(_legacy(key_a)), _tolerance(entry, dtype),
+                      entry.exact_ints, "jit (new-style key) != eager (legacy PRNGKey)")
         jitted(key_b)  # a second key must not retrace
 
 
@@ -108,8 +120,8 @@ def test_vmap_over_keys_equals_loop(entry):
         batched = jax.vmap(fn)(keys)
         for i in range(2):
             single = jax.tree.map(lambda leaf, i=i: leaf[i], batched)
-            _assert_close(single, fn(keys[i]), _tolerance(entry, dtype), entry.exact_ints,
-                          f"vmap[{i}] != call")
+            _assert_close(single, fn(_legacy(keys[i])), _tolerance(entry, dtype),
+                          entry.exact_ints, f"vmap[{i}] != call (legacy PRNGKey)")
 
 
 _HYPER = [e for e in REGISTRY if e.hyper is not None]
