@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import posteriors  # noqa: E402
-from harness import BenchTable, Row  # noqa: E402
+from harness import BenchTable, Row, device_facts  # noqa: E402
 from posteriors import Posterior, load_reference  # noqa: E402
 
 import jaxsample  # noqa: E402
@@ -242,6 +243,7 @@ def run_suite(samplers: dict[str, Callable], posterior_list: Sequence[Posterior]
         title: table title.
     """
     key = jax.random.key(0) if key is None else key
+    load_start = os.getloadavg()
     rows = []
     for i, post in enumerate(posterior_list):
         reference = load_reference(post)
@@ -277,7 +279,9 @@ def run_suite(samplers: dict[str, Callable], posterior_list: Sequence[Posterior]
         "Evaluations: NUTS counts one gradient (with its density) per leapfrog step, warm-up "
         "included; SVGD N gradients per step; ETD per step N·M densities + N gradients "
         "(+ N of each per mutation step), from its settings.",
-        "Time: one call after a compiling call.",
+        "Time: one call after a compiling call; load average {:.1f} / {:.1f} / {:.1f} (1/5/15 "
+        "min) at the start, {:.1f} / {:.1f} / {:.1f} at the end on {} CPU cores.".format(
+            *load_start, *os.getloadavg(), os.cpu_count()),
     ]
     return BenchTable(title or "Posterior suite: sd ratio, bias and cost against references",
                       rows, notes=notes)
@@ -363,6 +367,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CI-sized run")
     parser.add_argument("--only", nargs="+", choices=posteriors.NAMES, help="these posteriors")
+    parser.add_argument("--out", type=Path, help="also write the table to this Markdown file")
     parser.add_argument("--make-references", action="store_true",
                         help="recompute the reference files instead of comparing")
     parser.add_argument("--num-draws", type=int, default=10000, help="NUTS draws per chain "
@@ -383,8 +388,13 @@ def main(argv=None) -> int:
         sizes = sizes._replace(names=tuple(args.only))
     t0 = time.perf_counter()
     table = run_suite(make_samplers(sizes), [posteriors.get(n) for n in sizes.names], sizes)
-    print(table.to_markdown())
+    text = table.to_markdown()
+    print(text)
     print(f"\n(total {time.perf_counter() - t0:.1f}s)")
+    if args.out:
+        args.out.write_text("\n".join(["# Posterior suite", "", *device_facts(),
+                                        f"- size: {'quick' if args.quick else 'full'}", "",
+                                        text]) + "\n")
     return 0
 
 
