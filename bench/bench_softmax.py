@@ -69,18 +69,18 @@ def sampling_table(n, d, k0, num_time, num_eval, variants, gumbel_many, draw_cou
     k_items, k_q, k_eval, k_draw, k_means = jax.random.split(jax.random.key(seed), 5)
     x, _ = clustered_embeddings(k_items, n, d)
     t0 = time.perf_counter()
-    base = softmax.build_index(x, key=k_means, num_clusters=k0, max_cluster_size=n,
-                               max_iterations=10)
+    base, base_info = softmax.build_index(k_means, x, num_clusters=k0, max_cluster_size=n,
+                                          max_iterations=10)
     build_seconds = time.perf_counter() - t0
     queries, eval_queries = make_queries(k_q, num_time, d), make_queries(k_eval, num_eval, d)
     rows, notes, speedups, quality = [], [], {}, {}
     for draws in draw_counts:
         cap = softmax.recommended_sizes(n, num_samples=draws)[1]
-        indices = {"diag": softmax.build_index(x, cluster_ids=base.cluster_ids,
-                                               max_cluster_size=cap)}
+        indices = {"diag": softmax.index_from_clusters(x, base.cluster_ids,
+                                                       max_cluster_size=cap)[0]}
         if "sd rank 4" in variants:
-            indices["rank 4"] = softmax.build_index(x, cluster_ids=base.cluster_ids,
-                                                    max_cluster_size=cap, rank=4)
+            indices["rank 4"] = softmax.index_from_clusters(x, base.cluster_ids,
+                                                            max_cluster_size=cap, rank=4)[0]
         index = indices["diag"]
         tag = (f"N={n:.0e}, {draws} draw{'s' if draws > 1 else ''}, K={index.num_clusters}, "
                f"m={index.max_cluster_size}")
@@ -111,7 +111,7 @@ def sampling_table(n, d, k0, num_time, num_eval, variants, gumbel_many, draw_cou
                  "is the speed-up over jax.random.categorical (Gumbel-max) where it was timed")
     notes.append(f"index: k-means K0={k0} (k-means++ seeding, 10 Lloyd iterations, "
                  f"{build_seconds:.0f} s incl. compilation, converged: "
-                 f"{bool(base.info.solver.converged)}), then split to recommended_sizes(N, S)'s "
+                 f"{bool(base_info.solver.converged)}), then split to recommended_sizes(N, S)'s "
                  f"cap for each S timed ({', '.join(map(str, draw_counts))} draws per query)")
     return rows, notes, speedups, quality
 

@@ -163,9 +163,9 @@ def train(method: str, data: Data, cfg: Config, *, echo=print) -> dict:
         if method in ("2ls", "s", "sd") and epoch % cfg.rebuild_every == 0:
             t0 = time.perf_counter()
             embeddings = item_embeddings(model)
-            index = softmax.build_index(embeddings, key=k_index, num_clusters=cfg.num_clusters,
-                                        num_samples=cfg.num_negatives, max_iterations=10,
-                                        static_shapes=True)
+            index, _ = softmax.build_index(k_index, embeddings, num_clusters=cfg.num_clusters,
+                                           num_samples=cfg.num_negatives, max_iterations=10,
+                                           static_shapes=True)
             warm = softmax.sample(k_index, index, query_embeddings(model, data.train_queries[
                 :cfg.batch_size]), num_samples=cfg.num_negatives, variant=method)
             jax.block_until_ready(warm)  # static shapes: compiles on the first rebuild only

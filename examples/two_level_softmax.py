@@ -44,9 +44,9 @@ def main(argv=None):
 
     k_items, k_means, k_q = jax.random.split(jax.random.key(args.seed), 3)
     x, _ = clustered_embeddings(k_items, args.num_items, args.dim)
-    index = softmax.build_index(x, key=k_means)
+    index, _ = softmax.build_index(k_means, x)
     indices = {"diag": index,
-               "rank 2": softmax.build_index(x, cluster_ids=index.cluster_ids, rank=2)}
+               "rank 2": softmax.index_from_clusters(x, index.cluster_ids, rank=2)[0]}
     print(f"k-means index: N={index.num_items}, K={index.num_clusters}, "
           f"largest cluster {index.stats.members.shape[1]}")
 

@@ -85,8 +85,6 @@ _PENDING = {
     "jaxsample.risk.saber.asr_conditional": "returns jax.Array",
     "jaxsample.risk.saber.budget_at": "returns jax.Array",
     "jaxsample.risk.saber.unbiased_asr_at_k": "returns jax.Array",
-    "jaxsample.softmax.two_level.build_index":
-        "key is not the first positional parameter; returns SoftmaxIndex",
     "jaxsample.softmax.two_level.exact_log_probs": "no return annotation",
     "jaxsample.softmax.two_level.log_importance_weights": "no return annotation",
     "jaxsample.softmax.two_level.log_partition": "no return annotation",

@@ -40,7 +40,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
 
     k_items, k_q, k_draw = jax.random.split(key, 3)
     x, ids = clustered_embeddings(k_items, 2000, 16)
-    index = softmax.build_index(x, cluster_ids=ids, max_cluster_size=2000)
+    index, _ = softmax.index_from_clusters(x, ids, max_cluster_size=2000)
     norms = np.array([0.5, 1.0, 2.0, 4.0])
     directions = np.array(jax.random.normal(k_q, (8, 16)))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)

@@ -13,6 +13,7 @@ from jaxsample.softmax.two_level import SoftmaxIndexInfo as SoftmaxIndexInfo
 from jaxsample.softmax.two_level import SoftmaxInfo as SoftmaxInfo
 from jaxsample.softmax.two_level import build_index as build_index
 from jaxsample.softmax.two_level import exact_log_probs as exact_log_probs
+from jaxsample.softmax.two_level import index_from_clusters as index_from_clusters
 from jaxsample.softmax.two_level import log_importance_weights as log_importance_weights
 from jaxsample.softmax.two_level import log_partition as log_partition
 from jaxsample.softmax.two_level import log_prob as log_prob
@@ -28,6 +29,7 @@ __all__ = [
     "SoftmaxIndexInfo",
     "SoftmaxInfo",
     "build_index",
+    "index_from_clusters",
     "exact_log_probs",
     "log_importance_weights",
     "log_partition",

@@ -24,7 +24,7 @@ Example:
     >>> import jax, jax.numpy as jnp
     >>> from jaxsample import softmax
     >>> items = jax.random.normal(jax.random.key(0), (1000, 8))
-    >>> index = softmax.build_index(items, num_clusters=30, key=jax.random.key(1))
+    >>> index, _ = softmax.build_index(jax.random.key(1), items, num_clusters=30)
     >>> queries = jax.random.normal(jax.random.key(2), (5, 8))
     >>> ids, info = softmax.sample(jax.random.key(3), index, queries, num_samples=16)
     >>> ids.shape, info.log_q.shape, info.nonfinite.tolist()
@@ -65,6 +65,7 @@ __all__ = [
     "SoftmaxInfo",
     "SoftmaxIndex",
     "build_index",
+    "index_from_clusters",
     "exact_log_probs",
     "log_importance_weights",
     "log_partition",
@@ -113,13 +114,11 @@ class SoftmaxIndex(NamedTuple):
         embeddings: ``(N, d)`` item table.
         cluster_ids: ``(N,)`` int32 cluster of each item, every cluster non-empty.
         stats: :class:`jaxsample.kernels.softmax.ClusterStats` of the K clusters.
-        info: :class:`SoftmaxIndexInfo` of the build.
     """
 
     embeddings: jax.Array
     cluster_ids: jax.Array
     stats: ClusterStats
-    info: SoftmaxIndexInfo
 
     @property
     def num_items(self) -> int:
@@ -175,11 +174,10 @@ def recommended_sizes(num_items: int, *, num_samples: int = 1) -> tuple[int, int
 
 
 def build_index(
+    key: jax.Array,
     embeddings,
     *,
-    cluster_ids=None,
     num_clusters: int | None = None,
-    key=None,
     num_samples: int = 1,
     max_cluster_size: int | None = None,
     rank: int = 0,
@@ -189,10 +187,10 @@ def build_index(
     batch_size: int | None = None,
     chunk_size: int | None = 256,
     static_shapes: bool = False,
-) -> SoftmaxIndex:
-    """Clusters an item table and precomputes the statistics of every cluster logit rule.
+) -> tuple[SoftmaxIndex, SoftmaxIndexInfo]:
+    """Clusters an item table by k-means and precomputes the statistics of every cluster logit rule.
 
-    Without ``cluster_ids`` the items are clustered by :func:`jaxsample.kernels.kmeans.kmeans`
+    The items are clustered by :func:`jaxsample.kernels.kmeans.kmeans`
     (k-means++ or random seeding; Lloyd or mini-batch steps; one matrix product per chunk of
     ``chunk_size`` items); clusters k-means leaves empty are dropped. Then every cluster above
     ``max_cluster_size`` is cut into balanced slabs along its principal axis
@@ -201,17 +199,13 @@ def build_index(
     set array shapes).
 
     Args:
+        key: PRNG key of k-means' seeding (and mini-batches).
         embeddings: ``(N, d)`` float32/float64 item table, finite.
-        cluster_ids: optional ``(N,)`` integer cluster of each item in ``[0, num_clusters)``; every
-            cluster must have at least one item.
-        num_clusters: K. With ``cluster_ids``: defaults to ``max(cluster_ids) + 1``. Without:
-            the k-means K, default from :func:`recommended_sizes`.
-        key: PRNG key for k-means; required when ``cluster_ids`` is None.
+        num_clusters: the k-means K, default from :func:`recommended_sizes`.
         num_samples: draws per query the index is sized for (sets the defaults of
             ``num_clusters`` and ``max_cluster_size``, :func:`recommended_sizes`).
         max_cluster_size: cap m on cluster sizes (larger clusters are split). Default: the cap
-            of :func:`recommended_sizes` for k-means clusters; a partition given as
-            ``cluster_ids`` is kept whole. Pass N to keep k-means clusters whole.
+            of :func:`recommended_sizes`. Pass N to keep k-means clusters whole.
         rank: covariance kept for the dispersion term of ``"sd"``: 0 keeps the diagonal
             (``O(K d)`` per query), ``0 < r < d`` a top-r PCA plus isotropic residual
             (``O(K r d)``), ``r = d`` the full covariance.
@@ -230,18 +224,72 @@ def build_index(
             once.
 
     Returns:
-        A :class:`SoftmaxIndex`; ``index.info`` holds the k-means iterations and convergence.
+        ``(SoftmaxIndex, SoftmaxIndexInfo)``: the index, and k-means' iterations and convergence.
+
+    Raises:
+        TypeError, ValueError: naming the argument, on bad shapes, dtypes, non-finite embeddings
+            or a missing key.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> index, info = build_index(jax.random.key(0), jnp.eye(8), num_clusters=2,
+        ...                           max_cluster_size=8)      # keep the k-means clusters whole
+        >>> index.num_clusters, bool(info.solver.converged)
+        (2, True)
+    """
+    key = check_key("key", key)
+    return _build(key, embeddings, None, num_clusters=num_clusters, num_samples=num_samples,
+                  max_cluster_size=max_cluster_size, rank=rank, max_iterations=max_iterations,
+                  tolerance=tolerance, init=init, batch_size=batch_size, chunk_size=chunk_size,
+                  static_shapes=static_shapes)
+
+
+def index_from_clusters(
+    embeddings,
+    cluster_ids,
+    *,
+    num_clusters: int | None = None,
+    num_samples: int = 1,
+    max_cluster_size: int | None = None,
+    rank: int = 0,
+    chunk_size: int | None = 256,
+    static_shapes: bool = False,
+) -> tuple[SoftmaxIndex, SoftmaxIndexInfo]:
+    """:func:`build_index` for a given partition of the items (deterministic: no k-means).
+
+    Args:
+        embeddings: ``(N, d)`` float32/float64 item table, finite.
+        cluster_ids: ``(N,)`` integer cluster of each item in ``[0, num_clusters)``; every
+            cluster must have at least one item.
+        num_clusters: K, default ``max(cluster_ids) + 1``.
+        max_cluster_size: cap m on cluster sizes (larger clusters are split); default N (the
+            partition is kept whole).
+        num_samples, rank, chunk_size, static_shapes: as in :func:`build_index`.
+
+    Returns:
+        ``(SoftmaxIndex, SoftmaxIndexInfo)`` (0 k-means iterations, ``successful``).
 
     Raises:
         TypeError, ValueError: naming the argument, on bad shapes, dtypes, non-finite embeddings,
-            ids out of range, empty clusters or a missing key.
+            ids out of range or empty clusters.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index, _ = index_from_clusters(jnp.eye(4), jnp.array([0, 0, 0, 1]))
         >>> index.num_clusters, index.max_cluster_size
         (2, 3)
     """
+    if cluster_ids is None:
+        raise TypeError("cluster_ids must be an (N,) integer array (build_index clusters the "
+                        "items by k-means)")
+    return _build(None, embeddings, cluster_ids, num_clusters=num_clusters,
+                  num_samples=num_samples, max_cluster_size=max_cluster_size, rank=rank,
+                  max_iterations=1, tolerance=0.0, init="kmeans++", batch_size=None,
+                  chunk_size=chunk_size, static_shapes=static_shapes)
+
+
+def _build(key, embeddings, cluster_ids, *, num_clusters, num_samples, max_cluster_size, rank,
+           max_iterations, tolerance, init, batch_size, chunk_size, static_shapes):
     if not is_concrete((embeddings, cluster_ids)):
         raise TypeError("build_index runs eagerly (cluster sizes set array shapes); call it "
                         "outside jit/vmap and pass the returned index into transformed code")
@@ -260,10 +308,6 @@ def build_index(
     solver = SolverStats.of(0, converged=jnp.ones((), bool))
 
     if cluster_ids is None:
-        if key is None:
-            raise ValueError("key is required to cluster the items by k-means when cluster_ids "
-                             "is not given (or pass cluster_ids)")
-        key = check_key("key", key)
         k = default_k if num_clusters is None else check_int("num_clusters", num_clusters, 1, n)
         max_iterations = check_int("max_iterations", max_iterations, 1)
         tolerance = check_number("tolerance", tolerance, positive=False)
@@ -305,8 +349,7 @@ def build_index(
         num_clusters, largest = bound, cap
     stats, objective, nonfinite = _statistics(embeddings, ids, num_clusters, largest, rank,
                                               chunk_size)
-    return SoftmaxIndex(embeddings, ids, stats,
-                        SoftmaxIndexInfo(solver, objective, nonfinite))
+    return SoftmaxIndex(embeddings, ids, stats), SoftmaxIndexInfo(solver, objective, nonfinite)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
@@ -391,7 +434,7 @@ def sample(key, index: SoftmaxIndex, queries, *, num_samples: int, variant: str 
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index, _ = index_from_clusters(jnp.eye(4), jnp.array([0, 0, 0, 1]))
         >>> items, info = sample(jax.random.key(0), index, jnp.zeros(4), num_samples=16,
         ...                      variant="2ls")
         >>> items.shape, sorted({round(float(v), 4) for v in jnp.exp(info.log_q)})
@@ -471,7 +514,7 @@ def log_prob(index: SoftmaxIndex, queries, items, *, variant: str = "sd", temper
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index, _ = index_from_clusters(jnp.eye(4), jnp.array([0, 0, 0, 1]))
         >>> lq = log_prob(index, jnp.zeros(4), jnp.arange(4), variant="2ls")
         >>> [round(float(v), 4) for v in jnp.exp(lq)]  # 2LS halves by cluster, not by size
         [0.1667, 0.1667, 0.1667, 0.5]
@@ -515,7 +558,7 @@ def proposal_log_probs(index: SoftmaxIndex, queries, *, variant: str = "sd", tem
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index, _ = index_from_clusters(jnp.eye(4), jnp.array([0, 0, 0, 1]))
         >>> lq = proposal_log_probs(index, jnp.zeros(4), variant="s")
         >>> [round(float(v), 4) for v in jnp.exp(lq)]  # S-2LS: exact for equal scores
         [0.25, 0.25, 0.25, 0.25]
@@ -552,7 +595,7 @@ def exact_log_probs(index: SoftmaxIndex, queries, *, temperature=1.0,
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index, _ = index_from_clusters(jnp.eye(4), jnp.array([0, 0, 0, 1]))
         >>> [round(float(v), 4) for v in jnp.exp(exact_log_probs(index, jnp.ones(4)))]
         [0.25, 0.25, 0.25, 0.25]
     """
@@ -577,7 +620,7 @@ def log_partition(index: SoftmaxIndex, queries, *, temperature=1.0,
 
     Example:
         >>> import jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index, _ = index_from_clusters(jnp.eye(4), jnp.array([0, 0, 0, 1]))
         >>> round(float(log_partition(index, jnp.zeros(4))), 4)  # log 4
         1.3863
     """
@@ -605,7 +648,7 @@ def log_importance_weights(index: SoftmaxIndex, queries, items, log_q, *, temper
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> index = build_index(jnp.eye(4), cluster_ids=jnp.array([0, 0, 0, 1]))
+        >>> index, _ = index_from_clusters(jnp.eye(4), jnp.array([0, 0, 0, 1]))
         >>> q = jnp.zeros(4)
         >>> items, info = sample(jax.random.key(0), index, q, num_samples=16, variant="2ls")
         >>> log_w = log_importance_weights(index, q, items, info.log_q)
