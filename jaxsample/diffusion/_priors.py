@@ -29,6 +29,7 @@ from jaxsample._checks import (
     check_hyperparameter,
     check_int,
     check_key,
+    check_progress,
     is_concrete,
 )
 from jaxsample.diffusion._vp import VPSchedule
@@ -369,7 +370,7 @@ class TimePredictorTrainInfo(NamedTuple):
 
 def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
                          num_steps: int = 2000, batch_size: int = 256, learning_rate=1e-3,
-                         optimizer: optax.GradientTransformation | None = None
+                         optimizer: optax.GradientTransformation | None = None, progress=None
                          ) -> tuple[eqx.Module, TimePredictorTrainInfo]:
     """Trains a time classifier by cross-entropy on forward-process pairs (x_τ, τ), with optax.
 
@@ -392,6 +393,8 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
         learning_rate: Adam's step size when ``optimizer`` is None (traced).
         optimizer: any ``optax.GradientTransformation`` (with its own learning rate); default
             ``optax.adam(learning_rate)``.
+        progress: an optional meter (e.g. :class:`jaxsample.TextProgress`) reporting the
+            optimisation steps from inside the compiled loop.
 
     Returns:
         ``(predictor, info)``: the trained module and a :class:`TimePredictorTrainInfo` with the
@@ -411,12 +414,12 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
     check_fn_output("predictor", predictor, jax.ShapeDtypeStruct(data.shape[1:], data.dtype),
                     times.shape)
     return _train(key, predictor, data, schedule, times.astype(data.dtype), num_steps,
-                  batch_size, learning_rate, optimizer)
+                  batch_size, learning_rate, optimizer, check_progress(progress))
 
 
 @eqx.filter_jit
 def _train(key, predictor, data, schedule, times, num_steps, batch_size, learning_rate,
-           optimizer):
+           optimizer, progress):
     params, static = eqx.partition(predictor, eqx.is_inexact_array)
     if optimizer is None:  # built inside the trace: the learning rate stays a traced value
         optimizer = optax.adam(learning_rate)
@@ -426,8 +429,9 @@ def _train(key, predictor, data, schedule, times, num_steps, batch_size, learnin
         logits = jax.vmap(model)(x)
         return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
-    def step(carry, step_key):
+    def step(carry, xs):
         params, state = carry
+        index, step_key = xs
         rows, labels, noise = jax.random.split(step_key, 3)
         x0 = data[jax.random.randint(rows, (batch_size,), 0, data.shape[0])]
         j = jax.random.randint(labels, (batch_size,), 0, times.shape[0])
@@ -437,10 +441,12 @@ def _train(key, predictor, data, schedule, times, num_steps, batch_size, learnin
         loss, grads = jax.value_and_grad(loss_fn)(params, x, j)
         with jax.numpy_dtype_promotion("standard"):   # optax: decay ** int32 count
             updates, state = optimizer.update(grads, state, params)
+        if progress is not None:
+            progress.report(index + 1, num_steps)
         return (optax.apply_updates(params, updates), state), loss
 
-    (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)),
-                                       jax.random.split(key, num_steps))
+    steps = (jnp.arange(num_steps, dtype=jnp.int32), jax.random.split(key, num_steps))
+    (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), steps)
     info = TimePredictorTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
     return eqx.combine(params, static), info
 
