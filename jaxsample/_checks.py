@@ -141,6 +141,16 @@ def check_choice(name: str, value, choices: Sequence[str]) -> str:
     return value
 
 
+def check_progress(progress):
+    """``None`` or a progress meter: an object with a ``report(step, num_steps)`` method."""
+    if progress is not None and not callable(getattr(progress, "report", None)):
+        raise TypeError(
+            "progress must be a progress meter with a report(step, num_steps) method "
+            f"(e.g. jaxsample.TextProgress()), got {type(progress).__name__}"
+        )
+    return progress
+
+
 def check_callable(name: str, fn, *, allow_none: bool = False) -> Callable | None:
     """A callable (or ``None`` when allowed); returns it."""
     if fn is None and allow_none:

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_int, is_concrete
+from jaxsample._checks import check_int, check_progress, is_concrete
 
 __all__ = ["RunUntilInfo", "SamplingAlgorithm", "Step", "run", "run_until"]
 
@@ -79,14 +79,6 @@ class Step(eqx.Partial):
 def _default_transform(state: PyTree, info: PyTree) -> PyTree:
     del state
     return info
-
-
-def _check_progress(progress):
-    if progress is not None and not callable(getattr(progress, "report", None)):
-        raise TypeError(
-            "progress must be a progress meter with a report(step, num_steps) method "
-            f"(e.g. jaxsample.TextProgress()), got {type(progress).__name__}"
-        )
 
 
 def _check_first_step(first_step):
@@ -200,7 +192,7 @@ def run(
     first_step = _check_first_step(first_step)
     if transform is not None and not callable(transform):
         raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
-    _check_progress(progress)
+    check_progress(progress)
     dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
     final_state, trace = _run(key, dynamic, _Static(static), initial_state, first_step,
                               num_steps, transform or _default_transform, progress)
@@ -293,7 +285,7 @@ def run_until(
         raise TypeError("max_steps must be a non-negative int or an integer scalar array, got "
                         f"{type(max_steps).__name__}")
     first_step = _check_first_step(first_step)
-    _check_progress(progress)
+    check_progress(progress)
     if progress is not None and not isinstance(max_steps, int):
         raise TypeError("max_steps must be a Python int when progress is given (the meter's "
                         f"total), got {type(max_steps).__name__}")

@@ -220,3 +220,19 @@ def test_learned_table_classifier_converges_to_optimal(x64):
     learned = jax.vmap(net)(jnp.arange(8))
     np.testing.assert_allclose(learned, sigma_star, atol=0.05)
     assert abs(float(net.log_z)) < 0.05  # π is normalised: log Z = 0 is identified
+
+
+def test_train_stopping_reports_progress():
+    import io
+
+    meter = jaxsample.TextProgress(every=5, file=io.StringIO())
+    logpi = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
+    x0 = jax.random.normal(jax.random.key(0), (8, 2))
+    _, info = train_stopping(jax.random.key(1), mala(logpi, step_size=0.3), logpi, logpi, x0,
+                             num_steps=10, pool_steps=2, batch_size=8, width=4, depth=1,
+                             progress=meter)
+    jax.effects_barrier()
+    assert meter.steps_reported == [5, 10] and not bool(info.nonfinite)
+    with pytest.raises(TypeError, match="progress"):
+        train_stopping(jax.random.key(1), mala(logpi, step_size=0.3), logpi, logpi, x0,
+                       num_steps=10, progress="bar")

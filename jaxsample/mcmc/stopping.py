@@ -49,6 +49,7 @@ from jaxsample._checks import (
     check_key,
     check_number,
     check_position,
+    check_progress,
 )
 from jaxsample.core import SamplingAlgorithm, Step, run_until
 
@@ -363,7 +364,8 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
                    pool_steps: int = 50, batch_size: int = 256, learning_rate: float = 1e-2,
                    optimizer: optax.GradientTransformation | None = None,
                    flow_penalty: float = 1e-2, log_z: float = 0.0, width: int = 64,
-                   depth: int = 2, baseline: bool = True) -> tuple[StoppingNet, StoppingTrainInfo]:
+                   depth: int = 2, baseline: bool = True, progress=None
+                   ) -> tuple[StoppingNet, StoppingTrainInfo]:
     r"""Fit a stopping classifier ``σ_θ`` by the Poisson/TD loss over a π-reversible base kernel.
 
     (The paper's exact losses and multilevel scheme are not reproduced; this is the Poisson form
@@ -397,6 +399,8 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
             Needed whenever ``p₀/π̃`` spans many orders of magnitude over the pool (a ``p₀``
             wider than π): without it the fit must grow the net's output to ``log(p₀/π̃)`` and
             the relative residual's gradient vanishes on the way.
+        progress: an optional meter (e.g. :class:`jaxsample.TextProgress`) reporting the
+            optimisation steps from inside the compiled loop.
 
     Returns:
         ``(StoppingNet, StoppingTrainInfo)``; pass the net as ``stop_prob_fn`` to
@@ -457,7 +461,8 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
     # optax schedules mix an int32 count with floats, which strict promotion refuses
     with jax.numpy_dtype_promotion("standard"):
         return _train(key_train, net, pool, algorithm.step, position_fn, logdensity_fn,
-                      init_logdensity_fn, optimizer, num_steps, batch_size, flow_penalty)
+                      init_logdensity_fn, optimizer, num_steps, batch_size, flow_penalty,
+                      check_progress(progress))
 
 
 class _LogRatio(eqx.Module):
@@ -488,7 +493,7 @@ def _visit_pool(key, algorithm, initial_positions, pool_steps):
 
 @eqx.filter_jit
 def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensity_fn,
-           optimizer, num_steps, batch_size, flow_penalty):
+           optimizer, num_steps, batch_size, flow_penalty, progress):
     with jax.named_scope("train_stopping"):
         params, static = eqx.partition(net, eqx.is_inexact_array)
         pool_size = jax.tree.leaves(pool)[0].shape[0]
@@ -499,8 +504,9 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
             return poisson_td_loss(eqx.combine(p, static), y, x, x_prime, log_ratio,
                                    flow_penalty=flow_penalty)
 
-        def body(carry, k):
+        def body(carry, xs):
             p, opt_state = carry
+            step_index, k = xs
             k_idx, k1, k2 = jax.random.split(k, 3)
             index = jax.random.randint(k_idx, (batch_size,), 0, pool_size)
             y_state = jax.tree.map(lambda leaf: leaf[index], pool)
@@ -511,9 +517,11 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
             loss, grads = jax.value_and_grad(loss_fn)(p, y, x, x_prime,
                                                       log_ratio.astype(net.log_z.dtype))
             updates, opt_state = optimizer.update(grads, opt_state, p)
+            if progress is not None:
+                progress.report(step_index + 1, num_steps)
             return (optax.apply_updates(p, updates), opt_state), loss
 
-        (params, _), losses = jax.lax.scan(body, (params, optimizer.init(params)),
-                                           jax.random.split(key, num_steps))
+        steps = (jnp.arange(num_steps, dtype=jnp.int32), jax.random.split(key, num_steps))
+        (params, _), losses = jax.lax.scan(body, (params, optimizer.init(params)), steps)
         info = StoppingTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
         return eqx.combine(params, static), info
