@@ -167,7 +167,8 @@ def test_matrix_free_oracle_matches_dense_and_reports_cg(x64):
     x_capped, info = G.sample(jax.random.key(0), capped, mean=jnp.asarray(mean), lambda_min=1.0,
                               lambda_max=kappa, tol=1e-3, num_samples=3)
     assert not info.solver.converged
-    assert jaxsample.RESULTS[info.solver.result].startswith("did not converge within max_iterations")
+    message = jaxsample.RESULTS[info.solver.result]
+    assert message.startswith("did not converge within max_iterations")
     assert info.num_levels <= info.solver.num_iterations <= 2 * info.num_levels
     assert not info.nonfinite and bool(jnp.all(jnp.isfinite(x_capped)))
 

@@ -133,7 +133,7 @@ def test_monte_carlo_terminal_law_and_length(problem, x64):
     """σ* on the biased chain: terminal histogram ~ π (χ², p = 1e-3), mean length z-test."""
     pi, _, k, p0 = problem
     sigma, tabular = optimal_stop_tabular(k, p0, pi)
-    occupation, length = tabular.occupation, tabular.expected_length
+    length = tabular.expected_length
     sigma = jnp.asarray(sigma)
     wrapped = adaptive_stop(_tabular_chain(k), lambda i: sigma[i], max_steps=2000)
     n = 2000

@@ -13,9 +13,9 @@ from jaxsample.mcmc.mala import MALAState as MALAState
 from jaxsample.mcmc.mala import mala as mala
 from jaxsample.mcmc.stopping import StopInfo as StopInfo
 from jaxsample.mcmc.stopping import StoppingNet as StoppingNet
+from jaxsample.mcmc.stopping import StoppingTrainInfo as StoppingTrainInfo
 from jaxsample.mcmc.stopping import StopState as StopState
 from jaxsample.mcmc.stopping import StopStepInfo as StopStepInfo
-from jaxsample.mcmc.stopping import StoppingTrainInfo as StoppingTrainInfo
 from jaxsample.mcmc.stopping import adaptive_stop as adaptive_stop
 from jaxsample.mcmc.stopping import poisson_td_loss as poisson_td_loss
 from jaxsample.mcmc.stopping import sample_until_stopped as sample_until_stopped

@@ -10,11 +10,11 @@
 from jaxsample.risk.best_of_n import GPD as GPD
 from jaxsample.risk.best_of_n import BoNInfo as BoNInfo
 from jaxsample.risk.best_of_n import BoNPoolInfo as BoNPoolInfo
+from jaxsample.risk.best_of_n import BoNSimulationInfo as BoNSimulationInfo
 from jaxsample.risk.best_of_n import Empirical as Empirical
 from jaxsample.risk.best_of_n import Gumbel as Gumbel
 from jaxsample.risk.best_of_n import Normal as Normal
 from jaxsample.risk.best_of_n import RewardLaw as RewardLaw
-from jaxsample.risk.best_of_n import BoNSimulationInfo as BoNSimulationInfo
 from jaxsample.risk.best_of_n import TailRegime as TailRegime
 from jaxsample.risk.best_of_n import TailTension as TailTension
 from jaxsample.risk.best_of_n import bon_accuracy as bon_accuracy

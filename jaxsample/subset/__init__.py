@@ -9,8 +9,8 @@ from jaxsample.subset import leverage as leverage
 from jaxsample.subset.baselines import GreedyInfo as GreedyInfo
 from jaxsample.subset.baselines import greedy_max_coverage as greedy_max_coverage
 from jaxsample.subset.coverage import CoverageInfo as CoverageInfo
-from jaxsample.subset.coverage import PaddedIncidence as PaddedIncidence
 from jaxsample.subset.coverage import CoverageRelaxationInfo as CoverageRelaxationInfo
+from jaxsample.subset.coverage import PaddedIncidence as PaddedIncidence
 from jaxsample.subset.coverage import max_coverage_relaxation as max_coverage_relaxation
 from jaxsample.subset.coverage import sparse_incidence as sparse_incidence
 from jaxsample.subset.coverage import stable_max_coverage as stable_max_coverage

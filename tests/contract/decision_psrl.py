@@ -49,7 +49,7 @@ ENTRIES = [
         ),
         note="run_psrl(key, mdp, *, num_episodes, variant, explore_policy, disagreement, "
              "reference_policy) -> (counts, PSRLInfo) with exact per-episode regret; "
-             "gap_threshold (the value-gap test's ε) is traced; UCBVI (baselines) shares PSRLInfo and is exercised "
-             "in tests/test_psrl.py",
+             "gap_threshold (the value-gap test's ε) is traced; UCBVI (baselines) shares "
+             "PSRLInfo and is exercised in tests/test_psrl.py",
     ),
 ]
