@@ -57,8 +57,9 @@ ENTRIES = [
         ),
         note="fit_beta_binomial(successes, trials) -> (BetaBinomialFit, SABERFitInfo), "
              "deterministic (the key is unused; tests/test_saber.py checks bootstrap_fits' "
-             "vmap). Fits stop at a gradient tolerance, so jit and eager agree to the solver's precision (rtol 1e-2 "
-             "in float32) and iteration counts may differ (integers not compared). The "
+             "vmap). Fits stop at a gradient tolerance, so jit and eager agree to the "
+             "solver's precision (rtol 1e-2 in float32) and iteration counts may differ "
+             "(integers not compared). The "
              "hyper-parameter is π₀ of the closed form asr_at_n, traced",
     ),
 ]
