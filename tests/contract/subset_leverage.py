@@ -28,6 +28,26 @@ def _sample_hyper(dtype):
                                                    normalize=True)
 
 
+def _greedy(dtype):
+    x, quality = _x(dtype), jnp.asarray(_QUALITY, dtype)
+
+    def fn(key):
+        del key  # greedy is deterministic
+        return leverage.leverage_select(x, 4, quality=quality, normalize=True)
+
+    return fn
+
+
+def _greedy_hyper(dtype):
+    x = _x(dtype)
+
+    def fn(key, h):
+        del key
+        return leverage.leverage_select(x, 4, ridge=h, normalize=True)
+
+    return fn
+
+
 def _call(**kwargs):
     args = dict(embeddings=_x(jnp.float32), k=3)
     args.update(kwargs)
@@ -57,7 +77,8 @@ ENTRIES = [
             BadInput(lambda: leverage.leverage_sample(None, _x(jnp.float32), 3), TypeError, "key"),
             BadInput(_call(chunk_size=0), ValueError, "chunk_size"),
             BadInput(_call(normalize=1), TypeError, "normalize"),
-            BadInput(_call(mode="sample", key="seed"), TypeError, "key"),
+            BadInput(lambda: leverage.leverage_sample("seed", _x(jnp.float32), 3), TypeError,
+                     "key must be a PRNG key"),
             BadInput(lambda: leverage.vendi_score(_x(jnp.float32), kernel="rbf"), ValueError,
                      "kernel"),
             BadInput(lambda: leverage.vendi_score(_x(jnp.float32), q=-1.0), ValueError, "q"),
@@ -68,8 +89,16 @@ ENTRIES = [
                                                               per_shard_k=4), ValueError,
                      "per_shard_k"),
         ),
-        note=("greedy with quality and normalize=True on tie-free rows (jit and eager pick the "
-              "same indices); the sampled mode's law, jit and vmap over keys are tested in "
-              "tests/test_leverage.py"),
+        note=("leverage_sample with quality and normalize=True on tie-free rows (jit and eager "
+              "draw the same indices); its law is tested in tests/test_leverage.py"),
+    ),
+    Entry(
+        name="subset.leverage/greedy",
+        module="jaxsample.subset.leverage",
+        build=_greedy,
+        hyper=_greedy_hyper,
+        hyper_values=(1e-2, 1.0),
+        bad_inputs=(BadInput(_call(k=0), ValueError, "k"),),
+        note="leverage_select (deterministic: the key is unused) on the same rows",
     ),
 ]
