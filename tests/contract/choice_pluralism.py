@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 
-from contract import BadInput, Entry
+from contract import KEY, BadInput, Entry
 from jaxsample import choice
 
 # 12 binary dilemmas over 3 principles (a full-rank design) and a mixed set of decisions
@@ -32,6 +32,18 @@ def _hyper(dtype):
         return choice.fit_value_priorities(_CHOICES, features, l2=l2)
 
     return fn
+
+
+def _bootstrap(dtype):
+    features = jnp.asarray(_FEATURES, dtype)
+    return lambda key: choice.bootstrap_value_priorities(key, _CHOICES, features, l2=0.5,
+                                                         num_resamples=4)
+
+
+def _bootstrap_hyper(dtype):
+    features = jnp.asarray(_FEATURES, dtype)
+    return lambda key, l2: choice.bootstrap_value_priorities(key, _CHOICES, features, l2=l2,
+                                                             num_resamples=4)
 
 
 ENTRIES = [
@@ -64,5 +76,22 @@ ENTRIES = [
              "(vmapped fits) runs in tests/test_pluralism.py. BFGS stops on a step tolerance, so "
              "jit and eager agree to the solver's accuracy (rtol 1e-3 in float32) and iteration "
              "counts may differ. The traced hyper-parameter is l2",
+    ),
+    Entry(
+        name="choice.pluralism/bootstrap",
+        module="jaxsample.choice.pluralism",
+        build=_bootstrap,
+        hyper=_bootstrap_hyper,
+        hyper_values=(0.5, 2.0),
+        exact_ints=False,
+        rtol=1e-3,
+        bad_inputs=(
+            BadInput(lambda: choice.bootstrap_value_priorities(None, _CHOICES, _FEATURES * 1.0),
+                     TypeError, "key"),
+            BadInput(lambda: choice.bootstrap_value_priorities(KEY, _CHOICES, _FEATURES * 1.0,
+                                                               num_resamples=1),
+                     ValueError, "num_resamples"),
+        ),
+        note="4 bootstrap fits (one vmap of BFGS): keyed, with the legacy-key case; l2 traced",
     ),
 ]
