@@ -28,7 +28,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from jax.flatten_util import ravel_pytree
 
 import jaxsample
 from jaxsample.interop import from_numpyro, to_inference_data
@@ -65,16 +64,18 @@ def run_nuts(bridge, key, num_chains, num_draws):
 
 
 def run_etd(bridge, key, num_systems, num_particles, num_steps):
-    # ETD's particles are flat rows; the bridge's dict is raveled once for it
-    start, unravel = ravel_pytree(bridge.position)
-    logdensity = lambda x: bridge.logdensity_fn(unravel(x))
-    alg = jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), mutation_steps=2)
+    # ETD takes the model's dict of sites directly (particles along each leaf's leading axis)
+    alg = jaxsample.etd(bridge.logdensity_fn, score_fn="autodiff")
 
     def system(k):
         k_init, k_run = jax.random.split(k)
-        x0 = start + jax.random.normal(k_init, (num_particles, start.shape[0]), start.dtype)
+        leaves, treedef = jax.tree.flatten(bridge.position)
+        keys = jax.random.split(k_init, len(leaves))
+        x0 = jax.tree.unflatten(treedef, [
+            leaf + jax.random.normal(kk, (num_particles, *jnp.shape(leaf)), leaf.dtype)
+            for kk, leaf in zip(keys, leaves, strict=True)])
         state, _ = jaxsample.run(k_run, alg, alg.init(x0), num_steps)
-        return jax.vmap(unravel)(state.positions)
+        return state.positions
 
     return jax.jit(jax.vmap(system))(jax.random.split(key, num_systems))
 

@@ -34,12 +34,15 @@ def _quiet_run(alg, positions, num_steps=14):
 # Each planted failure holds for every step by construction, so `collapsed` must be set within
 # `collapse_patience` (10) steps; the frozen settings (no mutation steps) keep the
 # failure from healing itself.
-FROZEN = dict(num_proposals=4, mutation_steps=0)
+FROZEN = dict(num_proposals=4, mutation_steps=0, preconditioner=None)
 PLANTED = {
     # a cloud 100x narrower than N(0, I): distinct particles, full rank, but Stein ratio 1e-4
     "narrow": (std_normal, dict(proposal_step=1e-6), 0.01, "stein_ratio"),
     # a cloud 10x wider: Stein ratio ~100
     "wide": (std_normal, dict(proposal_step=1e-6), 10.0, "stein_ratio"),
+    # one coordinate 10x too narrow (a funnel's neck): the mean ratio is 0.95, the smallest 0.01
+    "one_coordinate": (std_normal, dict(proposal_step=1e-6),
+                       jnp.ones(D).at[0].set(0.1)[None, :], "stein_ratio_min"),
     # the right spread two sds off-centre: Stein ratio 1, score bias about 4
     "offcentre": (lambda x: std_normal(x - 2.0), dict(proposal_step=1e-6), 1.0, "score_bias"),
     # sd-0.05 target from an N(0, I) start: one proposal holds the weight, few distinct picks
@@ -60,7 +63,7 @@ def test_planted_failure_raises_collapsed(mode):
     assert not bool(jnp.any(info.collapsed[:6]))
     value = np.asarray(getattr(info, evidence))[-1]
     limit = {"stein_ratio": (0.6, 1.6), "weight_ess": (1.5, None), "score_bias": (-1.0, 0.05),
-             "effective_rank": (0.1 * min(39, D), None)}[evidence]
+             "effective_rank": (0.1 * min(39, D), None), "stein_ratio_min": (0.3, None)}[evidence]
     low, high = limit
     assert value < low or (high is not None and value > high), (mode, evidence, value)
     report = diagnose(info)
@@ -117,15 +120,15 @@ def test_adaptation_moves_the_steps_towards_their_targets():
     step adapts towards 0.574 acceptance. Per-step acceptance is a mean over 40·2 proposals
     (sd <= 0.06), so the last-15-step mean within 0.2 of the target is a wide margin."""
     alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4,
-                        proposal_step=50.0, mutation_step_size=10.0,
-                        proposal_adaptation_rate=0.3, mutation_adaptation_rate=0.6)
+                        proposal_step=50.0, mutation_step_size=10.0, preconditioner=None,
+                        proposal_adaptation_rate=0.3, mutation_adaptation_rate=1.0)
     state, info = _quiet_run(alg, _start(1.0, d=5), num_steps=60)
     alpha = np.asarray(info.proposal_step)
     assert alpha[-1] < 0.1 * alpha[0]
     assert abs(float(np.mean(info.acceptance_rate[-15:])) - 0.574) < 0.2
-    # the proposal step is not adapted by default
+    # without its own adaptation (the default) and not following the mutation step, α stays
     fixed = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4,
-                          proposal_step=50.0)
+                          proposal_step=50.0, proposal_follows_mutation=False)
     _, info = _quiet_run(fixed, _start(1.0, d=5), num_steps=3)
     np.testing.assert_allclose(info.proposal_step, 50.0, rtol=1e-6)
 

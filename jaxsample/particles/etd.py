@@ -17,9 +17,9 @@ arXiv:2606.25265 (2026). One step moves ``N`` particles ``x_i`` (uniform weights
    for the balanced plan the expected number of particles landing on ``y_j`` is ``N b_j``, an
    unbiased resampling of the weighted pool in which the plan decides who goes where) or the row
    barycentre ``Σ_j γ̃_ij y_j`` (deterministic, but shrinks the spread). ``η`` is ``step_fraction``.
-5. **Mutation** (optional, ``mutation_steps > 0``): MALA steps (with a score) or random-walk
-   Metropolis steps (without), each leaving ``π`` invariant; they restore diversity after
-   resampling.
+5. **Mutation** (``mutation_steps``, default 2; 0 is the paper's plain step): MALA steps (with
+   a score) or random-walk Metropolis steps (without), each leaving ``π`` invariant; they
+   restore diversity after resampling and pull back what the weight guard biased.
 
 The step is the discrete form of a JKO step ``argmin_ρ KL(ρ‖π) + W₂²(ρ_k, ρ)/2τ`` relaxed to
 couplings, with ``ε`` playing the role of ``τ``; see :mod:`jaxsample.kernels.transport` for the
@@ -30,44 +30,69 @@ only, cached) and the constructor :func:`etd`, whose float hyper-parameters are 
 algorithms that differ only in ``epsilon``, ``proposal_step``, … share one compilation of
 :func:`jaxsample.run` and ``jax.vmap`` over them works.
 
+**What the defaults do, and why** (measured on the posterior suite of
+``bench/bench_posteriors.py``, 100 particles, 500 steps; the table is in
+``bench/results_etd.md``). The paper's plain step is exact only while the importance weights
+are healthy, and in ``d ≳ 30`` they are not: the mixture of ``N`` Gaussians is a poor density
+for the pool, the weight ESS falls to 1–2, every particle lands on one or two proposals, and
+the cloud collapses for good (Brownian bridge, d = 30: sd ratio 0.00; item response, d = 501:
+0.00). So by default:
+
+- ``mutation_steps=2``: π-invariant MALA moves after every update, their step adapted towards
+  0.574 acceptance (``mutation_adaptation_rate``), and the proposal step follows it
+  (``proposal_follows_mutation``): the adapted MALA step measures the target's local scale,
+  so one default ``α`` serves posteriors whose scales differ by orders of magnitude.
+- ``min_weight_ess=0.1``: weights whose ESS falls below ``0.1·N`` are tempered to it
+  (``b ∝ b^β``); tempered weights target ``q^{1−β}π^β``, and the mutation steps pull the cloud
+  back to ``π``. Off without mutation steps, where nothing would correct the bias.
+- ``preconditioner="ensemble"``: the proposals, cost and mutation run in the coordinates
+  whitened by the particles' shrunk covariance (below). On the suite it is what turned the
+  collapses at ``d = 21–30`` into calibrated clouds (German credit: sd ratio 0.66, flagged,
+  without it; 1.00 with it; Brownian bridge: 0.54, flagged; 0.93) and it cost nothing on
+  ``N(0, I₅₀)`` (DAMV 0.95–1.04 against 0.98–1.01).
+- The proposal step is *not* adapted to a weight-ESS band by default
+  (``proposal_adaptation_rate=0``): the ESS is not monotone in ``α`` (for small ``α`` the pool
+  sits on the particles and the weights are ``∝ π(x_i)``), and chasing the band drove ``α`` to
+  nothing on ``N(0, I₅₀)`` (DAMV 0.47 against 0.99 without).
+
+**The verdict.** Every step records evidence that the cloud is not a sample of ``π`` (the
+flag ``info.degenerate``): fewer than ``collapse_fraction·N`` distinct proposals taken, the
+cloud's effective rank below ``collapse_fraction·min(N − 1, d)``, one proposal holding the
+weight (ESS < 1.5), and, with a score, two Stein identities that need no reference:
+``E_π[(x − c)·∇log π(x)] = −d`` gives ``info.stein_ratio`` (the cloud's spread against ``π``'s,
+about the squared sd ratio on a Gaussian; degenerate outside ``stein_band = (0.6, 1.6)``, or
+one coordinate's ratio outside ``coordinate_stein_band = (0.3, 3)``) and
+``E_π[∇log π] = 0`` gives ``info.score_bias`` (about the mean bias² in posterior sds;
+degenerate above 0.05). ``collapsed`` is raised when degenerate steps dominate the recent past
+(an exponential average with memory ``collapse_patience = 10`` steps above 1/2); an eager
+:func:`jaxsample.run` then warns once, and :func:`jaxsample.diagnostics.diagnose` names the
+problem and the remedy. The Stein checks see what counting particles cannot: a cloud of 100
+distinct particles 30× too narrow (ill-conditioned Gaussian, d = 100) or off-centre.
+
 **Choosing ε and the step.** ``ε`` is relative to the median cost, so it does not need rescaling
 with the dimension: ``ε ≈ 0.05–0.5`` works; small ``ε`` sends particles to their nearest
 high-weight proposals (strongly local, more Sinkhorn iterations), large ``ε`` makes every row equal
-to ``b`` (a plain importance resampling that forgets where particles were). The proposal step
-``α`` dominates the behaviour in high dimension: with a small ``α`` the importance weights
-concentrate on a few proposals, rows of the plan degenerate and particles are duplicated until the
-ensemble's variance collapses (as SVGD's does). The default ``α = 0.5`` keeps the weights balanced
-on standard-scale targets up to ``d ≈ 50`` with 100 particles (at ``d = 100`` it collapses too; see
-``bench/results_etd.md``); scale ``α`` with the square of the target's length scale, and watch
-``info.weight_ess`` and ``info.num_distinct``: if they fall to a handful, raise ``α`` or
-``num_proposals``, or add ``mutation_steps``.
+to ``b`` (a plain importance resampling that forgets where particles were). Without mutation
+steps the proposal step ``α`` dominates the behaviour in high dimension: with a small ``α`` the
+importance weights concentrate on a few proposals, rows of the plan degenerate and particles are
+duplicated until the ensemble's variance collapses (as SVGD's does); ``α = 0.5`` keeps the
+weights balanced on standard-scale targets up to ``d ≈ 50`` with 100 particles. Watch
+``info.weight_ess``, ``info.num_distinct`` and ``info.stein_ratio``.
 
 **Choosing the preconditioner.** One isotropic proposal scale cannot suit a posterior whose
 principal standard deviations span orders of magnitude (Bayesian logistic regression: 24×): the
 weights then pile onto a few proposals and the ensemble collapses. With a preconditioner ``L``
 (``Σ = LLᵀ`` a covariance scale), every step runs in the whitened coordinates ``L⁻¹x``: centres
 ``m = x + αΣ∇log π``, proposals ``m + √(2α)Lξ``, the Mahalanobis cost, preconditioned MALA, and
-``α`` is then in whitened units (the default 0.5 is the value that keeps the weights balanced on
-a standard-scale target).
-
-``"ensemble"`` whitens with the particles' Ledoit–Wolf covariance averaged over steps
-(``ema=0.9``). The average is what keeps it alive: from a tight start (BLR, init N(0, 0.01 I))
-the first step's weights are degenerate (ESS ≈ 1), every particle lands on one proposal, the
-ensemble covariance is 0 and, without the average (``ema=0``), so are all later proposals: a
-positive feedback with nothing to stop it (posterior sd ratio 2·10⁻⁴ on breast cancer). With
-the average the proposals keep the scale of the earlier steps and the ensemble re-expands.
-Measured at N = 100 (``bench/results_etd.md``): a fixed factor from
-:func:`laplace_preconditioner` is the reliable choice for a unimodal posterior (BLR after 300
-steps, posterior sd ratio / mean error in posterior sds against NUTS: 0.98 / 0.15 on breast
-cancer, d = 31; 0.99 / 0.06 on German credit, d = 21); ``"ensemble"`` gave 0.97 / 0.06 on German
-credit but 0.49 / 0.68 on breast cancer (no preconditioner: 0.14 / 0.64) and needs ``N`` well
-above ``d``: its covariance estimate is noisy at ``d/N = 0.3–0.5`` and the importance weights in
-``d ≥ 30`` do not forgive a wrong shape (DAMV 0.34 ± 0.07 on N(0, I₅₀) against 1.02 ± 0.01
-without a preconditioner); ``"diagonal"`` suits axis-aligned scales (0.96 / 0.08 on German
-credit, 0.29 / 0.48 on breast cancer). The default stays ``None`` (exactly the
-unpreconditioned sampler), decided by these measurements: no adaptive preconditioner beat it on
-the isotropic targets, and on multimodal targets the ensemble covariance is dominated by the
-distance between modes.
+``α`` is then in whitened units. ``"ensemble"`` whitens with the particles' Ledoit–Wolf
+covariance averaged over steps (``ema=0.9``); the average keeps one degenerate step (weight ESS
+≈ 1, every particle on one proposal, covariance 0) from shrinking the proposals to nothing, and
+the statistic is frozen while the cloud's effective rank is below the collapse threshold, so a
+collapsed cloud cannot lock it in. A fixed factor from :func:`laplace_preconditioner` suits a
+unimodal, near-Gaussian posterior (BLR after 300 steps, sd ratio / mean error in posterior sds
+against NUTS: 0.98 / 0.15 on breast cancer, d = 31; 0.99 / 0.06 on German credit, d = 21) and
+not a funnel or a hierarchical model at small scale. ``"diagonal"`` suits axis-aligned scales.
+On multimodal targets the ensemble covariance is dominated by the distance between modes.
 """
 
 from __future__ import annotations
@@ -86,15 +111,21 @@ from jaxsample._checks import (
     check_callable,
     check_choice,
     check_chunk_size,
+    check_fn_output,
     check_hyperparameter,
+    check_initial_logdensity,
     check_int,
     check_number,
+    check_position,
     is_concrete,
+    resolve_score_fn,
+    score_callable,
 )
+from jaxsample._pytree import on_flat, ravel, unravel
 from jaxsample._solver import RESULTS, SolverStats, from_optimistix
 from jaxsample._solver import select as select_result
 from jaxsample.core import SamplingAlgorithm, Step
-from jaxsample.kernels import linalg, logspace, transport
+from jaxsample.kernels import langevin, linalg, logspace, transport
 
 __all__ = [
     "ETDInfo",
@@ -170,6 +201,10 @@ class ETDInfo(NamedTuple):
             for a sample of ``π`` (integration by parts: ``E_π[(x − c)·∇log π(x)] = −d``),
             below 1 for a cloud narrower than ``π``, above 1 for a wider one (about the squared
             sd ratio on a Gaussian). NaN without a score function.
+        stein_ratio_min: the smallest per-coordinate ratio ``−(1/N) Σ_i (x_ik − x̄_k)
+            ∂_k log π(x_i)`` (each is 1 in expectation under ``π``): one coordinate the cloud
+            covers too narrowly (a funnel's neck) hides in the mean over ``d`` but shows here.
+        stein_ratio_max: the largest per-coordinate ratio.
         score_bias: how far the cloud's mean is off, from the other Stein identity
             ``E_π[∇log π] = 0``: ``max(mean_k z_k² − 1, 0)/N`` with ``z_k = √N·mean_i s_ik /
             sd_i s_ik`` per coordinate: about 0 for a sample of ``π`` (noise of sd about
@@ -184,7 +219,8 @@ class ETDInfo(NamedTuple):
         degenerate: this step looked degenerate: distinct proposals taken or the cloud's
             effective rank below ``collapse_fraction`` of ``N`` (resp. ``min(N − 1, d)``), the
             raw weight ESS below 1.5 (one proposal holds the mass), ``stein_ratio`` outside
-            ``stein_band`` or ``score_bias`` above ``max_score_bias``.
+            ``stein_band``, a per-coordinate ratio outside ``coordinate_stein_band`` or
+            ``score_bias`` above ``max_score_bias``.
         collapsed: the exponential average of ``degenerate`` (weight ``1/collapse_patience``
             per step) is above 1/2: degenerate steps dominate the recent past (the first flag
             comes after 7 degenerate steps in a row with the default patience 10).
@@ -200,6 +236,8 @@ class ETDInfo(NamedTuple):
     num_distinct: jax.Array
     effective_rank: jax.Array
     stein_ratio: jax.Array
+    stein_ratio_min: jax.Array
+    stein_ratio_max: jax.Array
     score_bias: jax.Array
     num_invalid: jax.Array
     cost_scale: jax.Array
@@ -370,11 +408,12 @@ def init(position: jax.Array, num_proposals: int = 25, *,
     )
 
 
-def _stein_ratio(x, score):
-    """``−(1/Nd) Σ_i (x_i − x̄)·s(x_i)``: 1 in expectation under ``π`` (Stein's identity)."""
-    n, d = x.shape
+def _stein_ratios(x, score):
+    """Per coordinate ``r_k = −(1/N) Σ_i (x_ik − x̄_k) s_k(x_i)``: 1 in expectation under
+    ``π`` (Stein's identity, integration by parts in ``x_k``). Returns ``(mean, min, max)``."""
     centred = x - jnp.mean(x, axis=0, keepdims=True)
-    return -jnp.sum(centred * score) / (n * d)
+    ratios = -jnp.mean(centred * score, axis=0)
+    return jnp.mean(ratios), jnp.min(ratios), jnp.max(ratios)
 
 
 def _score_bias(score):
@@ -398,56 +437,52 @@ def _log_density(logdensity_fn, x, batched=False):
     return jnp.where(jnp.isnan(values), -jnp.inf, values)
 
 
+def _flat_functions(logdensity_fn, score_fn, structure, batched):
+    """The density and score as functions of flat points (identities on the flat path), with
+    ``"autodiff"`` made ``jax.grad`` of the flat density."""
+    logdensity_fn = on_flat(logdensity_fn, structure)
+    if isinstance(score_fn, str):
+        return logdensity_fn, score_callable(score_fn, logdensity_fn, batched=batched)
+    return logdensity_fn, on_flat(score_fn, structure, vector=True)
+
+
+def _scores(score_fn, x, batched=False):
+    return score_fn(x) if batched else jax.vmap(score_fn)(x)
+
+
 def _raw_score(score_fn, x, batched=False):
     """Scores with non-finite rows zeroed, and whether any was non-finite."""
-    s = (score_fn(x) if batched else jax.vmap(score_fn)(x)).astype(x.dtype)
+    s = _scores(score_fn, x, batched).astype(x.dtype)
     ok = jnp.all(jnp.isfinite(s), axis=1, keepdims=True)
     return jnp.where(ok, s, jnp.zeros_like(s)), ~jnp.all(ok)
 
 
-def _mutate(key, x, log_density, drift, num_steps, step_size):
-    """``num_steps`` MALA (``drift`` given) or random-walk Metropolis steps on every particle.
+def _mutate(key, u, log_density, drift, num_steps, step_size):
+    """``num_steps`` MALA steps (:func:`jaxsample.kernels.langevin.mala_step`) on every particle,
+    or random-walk Metropolis ones (a zero drift) when ``drift`` is None.
 
-    ``log_density(z)`` and ``drift(z) -> (clipped score, bad)`` act on ``(N, d)`` blocks (in the
-    whitened coordinates when the sampler is preconditioned: preconditioned MALA).
+    ``log_density(z)`` and ``drift(z)`` act on ``(N, d)`` blocks, in the whitened coordinates
+    when the sampler is preconditioned (preconditioned MALA); the drift is the clipped score,
+    and any drift leaves ``π`` invariant because the Metropolis–Hastings ratio uses it both
+    ways. Returns the particles, the mean acceptance and whether a non-finite value was met.
     """
-    dtype = x.dtype
-    h = step_size
-    with_score = drift is not None
-
-    def parts(z):
-        logp = log_density(z)
-        if with_score:
-            s, bad = drift(z)
-            return logp, z + h * s, bad
-        return logp, z, jnp.zeros((), bool)
+    dtype = u.dtype
+    if drift is None:
+        fn = lambda z: (log_density(z), jnp.zeros_like(z))
+    else:
+        fn = lambda z: (log_density(z), drift(z))
 
     def one(carry, step_key):
-        z, logp, mean, bad = carry
-        k_noise, k_accept = jax.random.split(step_key)
-        prop = mean + jnp.sqrt(2 * h) * jax.random.normal(k_noise, z.shape, dtype)
-        logp_prop, mean_prop, bad_prop = parts(prop)
-        log_ratio = logp_prop - logp
-        if with_score:
-            back = jnp.sum(jnp.square(z - mean_prop), axis=1)
-            fwd = jnp.sum(jnp.square(prop - mean), axis=1)
-            log_ratio = log_ratio + (fwd - back) / (4 * h)
-        log_u = jnp.log(jax.random.uniform(k_accept, logp.shape, dtype))
-        accept = log_u < log_ratio  # False for NaN ratios
+        z, logp, b, bad = carry
+        move = langevin.mala_step(step_key, z, logp, b, fn, step_size)
+        carry = (move.position, move.logdensity, move.drift, bad | jnp.any(move.nonfinite))
+        return carry, jnp.mean(move.is_accepted.astype(dtype))
 
-        def pick(new, old):
-            return jnp.where(accept.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
-
-        carry = (pick(prop, z), pick(logp_prop, logp), pick(mean_prop, mean), bad | bad_prop)
-        return carry, jnp.mean(accept.astype(dtype))
-
-    logp, mean, bad = parts(x)
-    (x, _, _, bad), accepted = jax.lax.scan(
-        one, (x, logp, mean, bad), jax.random.split(key, num_steps)
-    )
-    return x, jnp.mean(accepted), bad
-
-
+    logp, b = fn(u)
+    bad = ~jnp.all(jnp.isfinite(b))
+    (u, _, _, bad), accepted = jax.lax.scan(one, (u, logp, b, bad),
+                                            jax.random.split(key, num_steps))
+    return u, jnp.mean(accepted), bad
 
 
 def _at(value, step):
@@ -576,9 +611,12 @@ def build_kernel(
                target_acceptance=0.574, proposal_adaptation_rate=0.0,
                mutation_adaptation_rate=0.0, proposal_follows_mutation=0.0,
                collapse_fraction=0.1,
-               stein_band=(0.6, 1.6), max_score_bias=0.05) -> tuple[ETDState, ETDInfo]:
+               stein_band=(0.6, 1.6), coordinate_stein_band=(0.3, 3.0), max_score_bias=0.05
+               ) -> tuple[ETDState, ETDInfo]:
         with jax.named_scope("etd_step"):
-            x = state.positions
+            x, structure = ravel(state.positions, 1)
+            logdensity_fn, score_fn = _flat_functions(logdensity_fn, score_fn, structure,
+                                                      batched)
             n, d = x.shape
             dtype = x.dtype
             num_proposals = state.g.shape[0] // n
@@ -613,18 +651,18 @@ def build_kernel(
                 return _log_density(logdensity_fn, white.colour(u), batched)
 
             def drift_w(u):
-                raw, bad = _raw_score(score_fn, white.colour(u), batched)
-                return linalg.clip_by_norm(white.pull(raw), clip), bad
+                score = _scores(score_fn, white.colour(u), batched).astype(dtype)
+                return linalg.clip_by_norm(white.pull(score), clip)
 
             with jax.named_scope("proposals"):
                 u = white.whiten(x)
                 if score_fn is not None:
                     centres = u + alpha * linalg.clip_by_norm(white.pull(raw_score), clip)
-                    stein = _stein_ratio(x, raw_score)
+                    stein, stein_min, stein_max = _stein_ratios(x, raw_score)
                     bias = _score_bias(raw_score)
                 else:
                     centres = u
-                    stein = bias = jnp.full((), jnp.nan, dtype)
+                    stein = stein_min = stein_max = bias = jnp.full((), jnp.nan, dtype)
                 noise = jax.random.normal(key_prop, (n * num_proposals, d), dtype)
                 proposals = jnp.repeat(centres, num_proposals, axis=0) + sigma * noise
                 log_target = log_density_w(proposals)
@@ -667,7 +705,10 @@ def build_kernel(
                 acceptance, bad_mut = jnp.ones((), dtype), jnp.zeros((), bool)
             x_new = white.colour(u_new)
             if preconditioner is not None:
-                x_new = jnp.where(jnp.all(jnp.isfinite(x_new)), x_new, x)
+                # particles that did not move keep their positions exactly (whitening and
+                # colouring back would round them), and a non-finite colouring moves none
+                stayed = jnp.all(u_new == u, axis=1, keepdims=True)
+                x_new = jnp.where(stayed | ~jnp.all(jnp.isfinite(x_new)), x, x_new)
 
             with jax.named_scope("adaptation"):
                 # the proposal step follows the raw weight ESS towards target·N (the weights
@@ -696,6 +737,8 @@ def build_kernel(
                               | (rank < threshold * min(n - 1, d))
                               | (weight_ess < 1.5)
                               | (stein < low) | (stein > high)
+                              | (stein_min < cast(coordinate_stein_band[0]))
+                              | (stein_max > cast(coordinate_stein_band[1]))
                               | (bias > cast(max_score_bias)))
                 memory = 1 - 1 / collapse_patience
                 rate = memory * state.degenerate_rate + (1 - memory) * degenerate.astype(dtype)
@@ -714,6 +757,8 @@ def build_kernel(
                 num_distinct=num_distinct,
                 effective_rank=rank,
                 stein_ratio=stein,
+                stein_ratio_min=stein_min,
+                stein_ratio_max=stein_max,
                 score_bias=bias,
                 num_invalid=num_invalid,
                 cost_scale=scale_c,
@@ -725,8 +770,8 @@ def build_kernel(
                 nonfinite=((num_invalid > 0) | bad_score | bad_mut | ~duals_ok | bad_pre
                            | ~statistic_ok),
             )
-            new_state = ETDState(x_new, f, g, statistic, state.step + 1, log_step_scale,
-                                 log_mutation_scale, rate, collapsed)
+            new_state = ETDState(unravel(x_new, structure), f, g, statistic, state.step + 1,
+                                 log_step_scale, log_mutation_scale, rate, collapsed)
             return new_state, info
 
     return kernel
@@ -802,7 +847,7 @@ def etd(
     mutation_step_size: float | None = None,
     rho: float = 1.0,
     score_clip: float | None = 5.0,
-    preconditioner=None,
+    preconditioner="ensemble",
     shrinkage: float | None = None,
     ema: float = 0.9,
     decay: float = 0.9,
@@ -815,6 +860,7 @@ def etd(
     proposal_follows_mutation: bool = True,
     collapse_fraction: float = 0.1,
     stein_band=(0.6, 1.6),
+    coordinate_stein_band=(0.3, 3.0),
     max_score_bias: float = 0.05,
     collapse_patience: int = 10,
     batched: bool = False,
@@ -833,11 +879,14 @@ def etd(
     compilation).
 
     Args:
-        logdensity_fn: ``log π(x)`` up to a constant for one point ``x`` of shape ``(d,)``,
-            returning a scalar (``batched=True``: ``(n, d) -> (n,)``). NaN or ±inf values are
-            allowed: such proposals get zero weight.
-        score_fn: ``∇ log π(x)`` for one point (e.g. ``jax.grad(logdensity_fn)``), or None for
-            the score-free sampler (random-walk proposals, random-walk Metropolis mutation).
+        logdensity_fn: ``log π(x)`` up to a constant for one point ``x`` of shape ``(d,)`` or a
+            pytree (a dict of parameters, …), returning a scalar (``batched=True``: ``(n, d) ->
+            (n,)``). NaN or ±inf values are allowed: such proposals get zero weight.
+        score_fn: ``"autodiff"`` (differentiate ``logdensity_fn`` inside the compiled step:
+            the cache key is the density alone, so a sweep over any float hyper-parameter
+            compiles once; an inline ``jax.grad(logdensity_fn)`` is recognised as the same),
+            ``∇ log π(x)`` for one point as your own function, or None for the score-free
+            sampler (random-walk proposals, random-walk Metropolis mutation).
         num_proposals: proposals per particle ``M >= 1``; the pool has ``P = N·M`` points.
         epsilon: entropic regularisation ``ε > 0`` relative to the median cost; or a 1-D array,
             a schedule (entry ``t`` at step ``t``, the last one held).
@@ -856,7 +905,8 @@ def etd(
         rho: unbalanced KL weight ``ρ > 0`` (``"unbalanced"`` only).
         score_clip: whitened scores are rescaled to at most this norm; ``None``, ``0`` or
             ``inf``: no clipping (the reference code's convention).
-        preconditioner: ``None`` (identity: the unpreconditioned sampler), a fixed lower
+        preconditioner: ``"ensemble"`` (default), ``None`` (identity: the unpreconditioned
+            sampler, the paper's), a fixed lower
             Cholesky factor ``L`` of a covariance (e.g. :func:`laplace_preconditioner`'s
             ``chol``) or ``Precision(P)``, ``"ensemble"`` (the particles' Ledoit–Wolf-shrunk
             covariance, an EMA, frozen while the cloud's effective rank is below the collapse
@@ -899,6 +949,10 @@ def etd(
         stein_band: ``(low, high)``: a step is degenerate when ``info.stein_ratio`` (the
             cloud's spread relative to ``π``'s by Stein's identity; needs ``score_fn``) falls
             outside it: about sd ratios ``√low``–``√high`` on a Gaussian.
+        coordinate_stein_band: ``(low, high)`` for the smallest and largest per-coordinate
+            Stein ratio (``info.stein_ratio_min``/``max``): wider than ``stein_band`` because
+            one coordinate's ratio is noisier (sd about ``√(2/N)`` on a Gaussian, 0.14 for 100
+            particles, so the extremes over ``d = 100`` coordinates stay inside).
         max_score_bias: a step is degenerate when ``info.score_bias`` (the cloud's mean offset
             as a mean squared number of posterior sds, by ``E_π[∇log π] = 0``; needs
             ``score_fn``) exceeds it.
@@ -922,7 +976,9 @@ def etd(
 
     Returns:
         A :class:`~jaxsample.SamplingAlgorithm` with ``init(position, *, rng_key=None)``
-        (``position`` ``(N, d)``, finite, floating) and
+        (``position`` ``(N, d)``, or a pytree whose leaves share the leading ``N``: flattened
+        once, and ``state.positions`` comes back in the same structure; finite, floating; an
+        eager ``init`` refuses a start where ``logdensity_fn`` is finite at no particle) and
         ``step(key, state) -> (ETDState, ETDInfo)``.
 
     Example:
@@ -936,7 +992,7 @@ def etd(
         ((50, 2), (20,), False)
     """
     check_callable("logdensity_fn", logdensity_fn)
-    check_callable("score_fn", score_fn, allow_none=True)
+    score_fn = resolve_score_fn(score_fn, logdensity_fn, default=None)
     num_proposals = check_int("num_proposals", num_proposals, 1)
     mutation_steps = check_int("mutation_steps", mutation_steps, 0)
     kind, scale = _preconditioner(preconditioner)
@@ -963,6 +1019,7 @@ def etd(
         collapse_fraction=check_hyperparameter("collapse_fraction", collapse_fraction,
                                                positive=False, maximum=1.0),
         stein_band=_band("stein_band", stein_band),
+        coordinate_stein_band=_band("coordinate_stein_band", coordinate_stein_band),
         max_score_bias=check_hyperparameter("max_score_bias", max_score_bias),
     )
     if kind == "fixed":
@@ -988,36 +1045,30 @@ def etd(
     )
     step = Step(kernel, logdensity_fn=logdensity_fn, score_fn=score_fn, **hyper)
 
-    def init_fn(position: jax.Array, *, rng_key: jax.Array | None = None) -> ETDState:
-        position = check_array("position", position, ndim=2, finite=True, min_rows=2)
-        d = position.shape[1]
-        if d < 1:
-            raise ValueError(f"position needs dim >= 1, got shape {position.shape}")
-        point = jax.ShapeDtypeStruct((2, d) if batched else (d,), position.dtype)
-        want = (2,) if batched else ()
-        out = jax.eval_shape(logdensity_fn, point)
-        if getattr(out, "shape", None) != want:
-            raise ValueError(
-                f"logdensity_fn must map input of shape {point.shape} to shape {want} "
-                f"(batched={batched}); it returned shape "
-                f"{getattr(out, 'shape', type(out).__name__)}")
-        if score_fn is not None:
-            out = jax.eval_shape(score_fn, point)
-            if getattr(out, "shape", None) != point.shape:
-                raise ValueError(
-                    f"score_fn must map input of shape {point.shape} to the same shape, got "
-                    f"{getattr(out, 'shape', type(out).__name__)}")
+    def init_fn(position, *, rng_key: jax.Array | None = None) -> ETDState:
+        position = check_position("position", position, batch_ndim=1)
+        flat, structure = ravel(position, 1)
+        flat = check_array("position", flat, ndim=2, min_rows=2)
+        d = flat.shape[1]
+        log_fn, flat_score = _flat_functions(logdensity_fn, score_fn, structure, batched)
+        point = jax.ShapeDtypeStruct((2, d) if batched else (d,), flat.dtype)
+        check_fn_output("logdensity_fn", log_fn, point, (2,) if batched else ())
+        if flat_score is not None:
+            check_fn_output("score_fn", flat_score, point, point.shape)
         if kind == "fixed" and scale.shape != (d, d):
             raise ValueError(f"preconditioner must have shape ({d}, {d}), got {scale.shape}")
+        check_initial_logdensity("logdensity_fn", logdensity_fn,
+                                 _log_density(log_fn, flat, batched), position, batch_ndim=1)
         statistic = None
         if kind == "ensemble":
-            statistic = linalg.ledoit_wolf(position, hyper["shrinkage"])
+            statistic = linalg.ledoit_wolf(flat, hyper["shrinkage"])
         elif kind == "diagonal":
-            if score_fn is not None:
-                raw, _ = _raw_score(score_fn, position, batched)
+            if flat_score is not None:
+                raw, _ = _raw_score(flat_score, flat, batched)
                 statistic = jnp.mean(raw**2, axis=0)
             else:
-                statistic = jnp.var(position, axis=0)
-        return init(position, num_proposals, preconditioner_state=statistic, rng_key=rng_key)
+                statistic = jnp.var(flat, axis=0)
+        state = init(flat, num_proposals, preconditioner_state=statistic, rng_key=rng_key)
+        return state._replace(positions=unravel(state.positions, structure))
 
     return SamplingAlgorithm(init_fn, step)
