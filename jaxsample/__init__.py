@@ -36,6 +36,7 @@ _LAZY = {
     "decision": ("jaxsample.decision", None),
     "mcmc": ("jaxsample.mcmc", None),
     "choice": ("jaxsample.choice", None),
+    "interop": ("jaxsample.interop", None),
     "etd": ("jaxsample.particles.etd", "etd"),
     "mmsold": ("jaxsample.particles.mmsold", "mmsold"),
 }
