@@ -43,8 +43,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample.kernels.chunking import map_rows
-from jaxsample.kernels.resampling import categorical
 from jaxsample.kernels.pairwise import sq_norms
+from jaxsample.kernels.resampling import categorical
 
 __all__ = [
     "LeverageState",

@@ -74,7 +74,8 @@ def test_lazy_imports_are_in_an_optional_extra_and_in_test():
 
 def test_version_is_written_once():
     assert "version" not in PROJECT and "version" in PROJECT["dynamic"]
-    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "jaxsample.__version__"}
+    version = PYPROJECT["tool"]["setuptools"]["dynamic"]["version"]
+    assert version == {"attr": "jaxsample.__version__"}
     cited = re.search(r'^version: "([^"]+)"$', (ROOT / "CITATION.cff").read_text(), re.M)[1]
     assert jaxsample.__version__.split(".dev")[0] == cited
     assert f"## [{cited}]" in (ROOT / "CHANGELOG.md").read_text()

@@ -68,6 +68,17 @@ def _per_step(values: np.ndarray, reduce) -> np.ndarray:
     return reduce(values.reshape(values.shape[0], -1), axis=1)
 
 
+def _late(trace, name: str, fraction: float, reduce=np.mean) -> np.ndarray | None:
+    """The last ``fraction`` of the steps of field ``name`` (reduced per step), or None when
+    the trace has no such field or only NaN there."""
+    values = _field(trace, name)
+    if values is None:
+        return None
+    values = _per_step(values, reduce)
+    late = values[min(int(len(values) * (1 - fraction)), len(values) - 1):]
+    return late if np.isfinite(late).any() else None
+
+
 def _steps(flags: np.ndarray) -> str:
     idx = np.flatnonzero(flags)
     if idx.size == 0:
@@ -127,46 +138,37 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
             final = "and at the end" if flags[-1] else "then recovered"
             problems.append(
                 f"the particle cloud collapsed ({_steps(flags)}, {final}): it is not a sample "
-                "of the target. Remedies: more mutation_steps (π-invariant MALA moves), a "
-                "preconditioner (laplace_preconditioner for a unimodal posterior, 'ensemble' "
-                "when the particles far outnumber the dimension), a larger min_weight_ess, "
-                "more particles or num_proposals")
+                "of the target. Remedies: more mutation_steps (π-invariant MALA moves) and "
+                "steps, a fixed preconditioner (laplace_preconditioner for a unimodal, "
+                "near-Gaussian posterior), a larger min_weight_ess, more particles; past "
+                "d ≈ 30 a Markov chain (NUTS) may serve better")
 
-    def tail(values, fraction):
-        start = int(len(values) * (1 - fraction))
-        return values[min(start, len(values) - 1):]
+    late = _late(trace, "stein_ratio", 0.25, np.nanmean)
+    if late is not None:
+        value = float(np.nanmean(late))
+        summary["stein_ratio"] = value
+        if value < 0.6:
+            problems.append(
+                f"the cloud is narrower than the target (Stein ratio {value:.2f} over the "
+                "last quarter; 1 for a sample, about the squared sd ratio): see the "
+                "collapse remedies; run longer if it is still rising")
+        elif value > 1.6:
+            problems.append(
+                f"the cloud is wider than the target (Stein ratio {value:.2f} over the last "
+                "quarter): it has not contracted yet — run longer, or lower proposal_step")
 
-    stein = _field(trace, "stein_ratio")
-    if stein is not None:
-        late = tail(_per_step(stein, np.nanmean), 0.25)
-        if np.isfinite(late).any():
-            value = float(np.nanmean(late))
-            summary["stein_ratio"] = value
-            if value < 0.6:
-                problems.append(
-                    f"the cloud is narrower than the target (Stein ratio {value:.2f} over the "
-                    "last quarter; 1 for a sample, about the squared sd ratio): see the "
-                    "collapse remedies; run longer if it is still rising")
-            elif value > 1.6:
-                problems.append(
-                    f"the cloud is wider than the target (Stein ratio {value:.2f} over the last "
-                    "quarter): it has not contracted yet — run longer, or lower proposal_step")
+    late = _late(trace, "score_bias", 0.25, np.nanmean)
+    if late is not None:
+        value = float(np.nanmean(late))
+        summary["score_bias"] = value
+        if value > 0.05:
+            problems.append(
+                f"the cloud's mean is off (score bias {value:.3f} over the last quarter: "
+                "the mean score should vanish, and this estimates the mean bias² in "
+                "posterior sds): run longer, or see the collapse remedies")
 
-    score_bias = _field(trace, "score_bias")
-    if score_bias is not None:
-        late = tail(_per_step(score_bias, np.nanmean), 0.25)
-        if np.isfinite(late).any():
-            value = float(np.nanmean(late))
-            summary["score_bias"] = value
-            if value > 0.05:
-                problems.append(
-                    f"the cloud's mean is off (score bias {value:.3f} over the last quarter: "
-                    "the mean score should vanish, and this estimates the mean bias² in "
-                    "posterior sds): run longer, or see the collapse remedies")
-
-    weight_ess = _field(trace, "weight_ess")
-    if weight_ess is not None:
-        late = tail(_per_step(weight_ess, np.mean), 0.5)
+    late = _late(trace, "weight_ess", 0.5)
+    if late is not None:
         summary["weight_ess"] = float(np.median(late))
         if np.mean(late < 2.0) > 0.5:
             problems.append(
@@ -174,9 +176,8 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
                 "half: one or two proposals hold the mass): the resampling duplicates particles. "
                 "Raise min_weight_ess or mutation_steps, use a preconditioner")
 
-    temperature = _field(trace, "weight_temperature")
-    if temperature is not None:
-        late = tail(_per_step(temperature, np.mean), 0.5)
+    late = _late(trace, "weight_temperature", 0.5)
+    if late is not None:
         summary["weight_temperature"] = float(np.mean(late))
         if np.mean(late) < 0.1:
             problems.append(
@@ -185,9 +186,8 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
                 "and the cloud is as good as its mutation chains; check the Stein ratio and "
                 "run longer")
 
-    acceptance = _field(trace, "acceptance_rate")
-    if acceptance is not None:
-        late = tail(_per_step(acceptance, np.mean), 0.5)
+    late = _late(trace, "acceptance_rate", 0.5)
+    if late is not None:
         rate = float(np.mean(late))
         summary["acceptance_rate"] = rate
         if rate < 0.15:

@@ -211,7 +211,8 @@ def _relax(incidence, weights, k, reg, num_steps):
     bound = jnp.sqrt(2 * k * out.gap / reg)
     nonfinite = (jnp.any(~jnp.isfinite(out.log_marginals)) | ~jnp.isfinite(out.objective)
                  | ~jnp.isfinite(out.gap))
-    return x, CoverageRelaxationInfo(out.value, out.entropy, out.objective, out.gap, bound, nonfinite)
+    return x, CoverageRelaxationInfo(out.value, out.entropy, out.objective, out.gap, bound,
+                                     nonfinite)
 
 
 def _check_problem(incidence, k, reg, weights, num_steps):

@@ -173,7 +173,8 @@ def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50):
         >>> import numpy as np
         >>> x = np.linspace(0.05, 0.95, 30, dtype=np.float32)
         >>> theta, info = fit_weights(x * 4 / x.sum(), 4)
-        >>> theta.dtype, info.residual.dtype, bool(info.solver.converged), bool(info.residual < 1e-3)
+        >>> (theta.dtype, info.residual.dtype, bool(info.solver.converged),
+        ...  bool(info.residual < 1e-3))
         (dtype('float32'), dtype('float32'), True, True)
     """
     marginals, k = _check_marginals(marginals, k)

@@ -19,7 +19,8 @@ def test_float_root_to_bracket_width(dtype):
 
 def test_integer_smallest_meeting_a_target():
     for target in (1, 17, 99, 100):
-        _, hi = bisect(lambda n: n < target, jnp.asarray(0), jnp.asarray(100), num_iterations=7)
+        _, hi = bisect(lambda n, target=target: n < target, jnp.asarray(0), jnp.asarray(100),
+                       num_iterations=7)
         assert int(hi) == target
 
 
