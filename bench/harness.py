@@ -11,6 +11,7 @@ reported time is the median, each call ending in ``jax.block_until_ready`` on it
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +22,32 @@ import jax
 from jaxsample.report import markdown_table
 
 SIZES = ("quick", "full", "gpu")
+
+# A timing is comparable only when the host was otherwise idle: the 1-minute load average before
+# a module starts must be below this (on the 2-core host, 1.5 leaves one core free of other work).
+QUIET_LOAD = 1.5
+
+
+def load_average() -> float:
+    """The host's 1-minute load average (0.0 where the OS does not report one)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def wait_for_quiet(threshold: float = QUIET_LOAD, max_wait: float = 180.0,
+                   poll: float = 5.0) -> float:
+    """Sleeps until the 1-minute load average is below ``threshold`` or ``max_wait`` seconds
+    have passed; returns the load average at the end. A bench's own previous module keeps the
+    average high for a while after it ends (it decays with a one-minute time constant), so
+    each module waits before it starts rather than once per run."""
+    deadline = time.monotonic() + max_wait
+    load = load_average()
+    while load >= threshold and time.monotonic() < deadline:
+        time.sleep(poll)
+        load = load_average()
+    return load
 
 
 def peak_bytes(fn: Callable, *args, **kwargs) -> int:

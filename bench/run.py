@@ -7,6 +7,12 @@
 
 Benchmarks are the ``bench/bench_*.py`` modules; each compares a jaxsample method with the peer a
 user would pick instead, on the same inputs, and reports quality and time.
+
+Times are only comparable on an otherwise idle host. Before each module the runner waits (up to
+``--wait`` seconds) for the 1-minute load average to fall below ``--max-load`` (default 1.5), and
+records the load before and after the module under each of its tables. A module that starts above
+the threshold is marked "not comparable" in its title; ``--strict-load`` skips it instead (exit
+status 1).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harness import SIZES, BenchTable, device_facts  # noqa: E402
+import harness  # noqa: E402
+from harness import QUIET_LOAD, SIZES, BenchTable, device_facts  # noqa: E402
 
 
 def discover() -> dict[str, Path]:
@@ -42,8 +49,17 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="CI-sized problems (--size quick)")
     parser.add_argument("--only", nargs="+", choices=sorted(modules), help="run only these")
     parser.add_argument("--out", type=Path, help="Markdown output (default: by mode)")
+    parser.add_argument("--max-load", type=float, default=QUIET_LOAD,
+                        help="1-minute load average above which a timing is not comparable")
+    parser.add_argument("--wait", type=float, default=None,
+                        help="seconds to wait for the load to fall before each module "
+                             "(default: 180 at full size, 0 for quick and gpu runs)")
+    parser.add_argument("--strict-load", action="store_true",
+                        help="skip (and fail) a module that would start above --max-load")
     args = parser.parse_args(argv)
     size = "quick" if args.quick else args.size
+    if args.wait is None:
+        args.wait = 180.0 if size == "full" else 0.0
     out = args.out or HERE / {"quick": "results_quick.md", "full": "results.md",
                               "gpu": "results_gpu.md"}[size]
 
@@ -52,22 +68,38 @@ def main(argv=None) -> int:
         "",
         *device_facts(),
         f"- size: {size}; times are medians after a warm-up call",
+        f"- timings comparable only below a 1-minute load average of {args.max_load}; each "
+        "table states the load before and after its module",
         "",
     ]
     sections, failed = [], []
     for name in args.only or sorted(modules):
+        before = harness.wait_for_quiet(args.max_load, args.wait)
+        noisy = before >= args.max_load
+        print(f"[bench] {name} ... (load average {before:.2f})", flush=True)
         t0 = time.perf_counter()
-        print(f"[bench] {name} ...", flush=True)
-        # each module is guarded: one failure is reported and the others still run
-        try:
-            tables = load(name, modules[name]).run(size)
-        except Exception:  # noqa: BLE001 - reported in the table and the exit status
+        if noisy and args.strict_load:
             failed.append(name)
-            trace = traceback.format_exc()
-            print(trace, flush=True)
-            tables = [BenchTable(f"{name}: FAILED", [], notes=[trace.strip().splitlines()[-1]])]
+            tables = [BenchTable(f"{name}: SKIPPED", [], notes=[
+                f"load average {before:.2f} >= {args.max_load} after waiting {args.wait:.0f} s"])]
+        else:
+            # each module is guarded: one failure is reported and the others still run
+            try:
+                tables = load(name, modules[name]).run(size)
+            except Exception:  # noqa: BLE001 - reported in the table and the exit status
+                failed.append(name)
+                trace = traceback.format_exc()
+                print(trace, flush=True)
+                tables = [BenchTable(f"{name}: FAILED", [],
+                                     notes=[trace.strip().splitlines()[-1]])]
+        after = harness.load_average()
         print(f"[bench] {name} done in {time.perf_counter() - t0:.1f}s", flush=True)
         for table in tables:
+            stamp = f"load average {before:.2f} before the module, {after:.2f} after"
+            if noisy and not args.strict_load:
+                table.title += f" (timed at load {before:.1f} > {args.max_load}: not comparable)"
+                stamp += " (above the threshold: times not comparable)"
+            table.notes = [*table.notes, stamp]
             text = table.to_markdown()
             print(text + "\n", flush=True)
             sections.append(text)
