@@ -38,6 +38,7 @@ __all__ = [
     "DoubleWell4",
     "Funnel",
     "GMM9",
+    "GMM9Equal",
     "Gaussian",
     "GaussianMixture",
     "ManyWell",
@@ -608,23 +609,60 @@ class _MixtureTarget(eqx.Module):
         return jnp.argmax(jax.vmap(self.mixture.component_logdensities)(x), axis=1)
 
 
+def _grid9_means(spacing: float) -> np.ndarray:
+    """The 3 × 3 grid ``{−s, 0, s}²``, first coordinate major (mean ``3i + j`` is
+    ``(axis[i], axis[j])``)."""
+    axis = np.array([-spacing, 0.0, spacing])
+    return np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(9, 2)
+
+
+# GMM9 of the learned-stopping paper's benchmark (arXiv:2606.16073, its released configuration):
+# variance 0.5477222 per coordinate and these weights, in the order of _grid9_means(5)
+_GMM9_VARIANCE = 0.5477222
+_GMM9_WEIGHTS = (0.1277, 0.0553, 0.2590, 0.0973, 0.0416, 0.0241, 0.1662, 0.0185, 0.2102)
+
+
 class GMM9(_MixtureTarget):
-    """GMM9: nine equal Gaussians ``N(μ, std² I)`` on the 3 × 3 grid ``{−s, 0, s}²`` (2-D).
+    """GMM9 of the learned-stopping benchmark: nine unequal Gaussians on the grid ``{−5, 0, 5}²``.
+
+    The setting of Korolev et al., arXiv:2606.16073 (their released target): component
+    covariance ``0.5477222·I`` (standard deviation ``≈ 0.740``, so neighbouring means are
+    ``6.8`` standard deviations apart) and the fixed unequal weights
+    ``(0.1277, 0.0553, 0.2590, 0.0973, 0.0416, 0.0241, 0.1662, 0.0185, 0.2102)`` (normalised
+    here; they sum to 0.9999), mean ``3i + j`` at ``(axis[i], axis[j])``, ``axis = (−5, 0, 5)``.
+    :class:`GMM9Equal` is the equal-weight, unit-variance variant.
+
+    Example:
+        >>> t = GMM9()
+        >>> t.mode_weights.shape, round(float(t.mode_weights.max()), 4)
+        ((9,), 0.259)
+    """
+
+    def __init__(self):
+        means = _grid9_means(5.0)
+        self.mixture = GaussianMixture(jnp.asarray(means, jnp.float32),
+                                       np.full(9, math.sqrt(_GMM9_VARIANCE)),
+                                       np.asarray(_GMM9_WEIGHTS))
+
+
+class GMM9Equal(_MixtureTarget):
+    """Nine equal Gaussians ``N(μ, std² I)`` on the 3 × 3 grid ``{−s, 0, s}²`` (2-D).
+
+    Not the paper's :class:`GMM9` (which has unequal weights and standard deviation 0.740):
+    the default barrier here is ``s/std = 5`` standard deviations.
 
     Args:
         spacing: ``s``, the distance between neighbouring means (default 5).
         std: component standard deviation (default 1; ``s/std`` sets the barrier).
 
     Example:
-        >>> t = GMM9()
+        >>> t = GMM9Equal()
         >>> t.mode_weights.shape, t.sample(jax.random.key(0), 4).shape
         ((9,), (4, 2))
     """
 
     def __init__(self, spacing: float = 5.0, std: float = 1.0):
-        axis = np.array([-spacing, 0.0, spacing])
-        means = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(9, 2)
-        self.mixture = GaussianMixture(jnp.asarray(means, jnp.float32), std)
+        self.mixture = GaussianMixture(jnp.asarray(_grid9_means(spacing), jnp.float32), std)
 
 
 class MoG40(_MixtureTarget):
