@@ -73,7 +73,7 @@ def _damv_systems(alg, key, d, num_steps, num_systems):
         k0, k1 = jax.random.split(k)
         state, _ = jaxsample.run(k1, alg, alg.init(2.0 * jax.random.normal(k0, (NUM_PARTICLES, d))),
                                  num_steps)
-        return damv(state.positions)
+        return damv(state.positions)[0]
 
     keys = jax.random.split(jax.random.fold_in(key, 1), num_systems)
     return np.asarray(jax.jit(jax.vmap(one))(keys), np.float64)
@@ -102,7 +102,7 @@ def _variance_collapse(quick):
 
         seconds, path = _svgd_run(logdensity, x0, svgd_steps, 0.05, svgd_steps)
         rows.append(Row(case, "BlackJAX SVGD", {
-            "DAMV": float(damv(path[-1])), "energy dist.": float(energy_distance(path[-1],
+            "DAMV": float(damv(path[-1])[0]), "energy dist.": float(energy_distance(path[-1],
                                                                                  reference)),
             "distinct": NUM_PARTICLES, "steps": svgd_steps}, seconds, peer=True))
         variants = [("ETD (score)", jax.grad(logdensity), {}),
@@ -114,12 +114,12 @@ def _variance_collapse(quick):
         for name, score, extra in variants[:1] if quick else variants:
             alg = jaxsample.etd(logdensity, score_fn=score, **extra)
             seconds, (state, _, info) = _etd_run(alg, x0, k_run, etd_steps, etd_steps)
-            systems = (np.asarray([damv(state.positions)], np.float64) if quick else
+            systems = (np.asarray([damv(state.positions)[0]], np.float64) if quick else
                        _damv_systems(alg, key, d, etd_steps, num_systems))
             rows.append(Row(case, name, {
-                "DAMV": float(damv(state.positions)),
+                "DAMV": float(damv(state.positions)[0]),
                 f"DAMV ({num_systems} systems)": f"{systems.mean():.3f} ± {_se(systems):.3f}",
-                "energy dist.": float(energy_distance(state.positions, reference)),
+                "energy dist.": float(energy_distance(state.positions, reference)[0]),
                 "distinct": int(info.num_distinct[-1, -1]), "steps": etd_steps}, seconds))
             if (d, name) == (50, "ETD (score)"):
                 etd50 = systems
@@ -191,7 +191,7 @@ def _mixtures(quick):
 
         logdensity = _fast_logdensity(target)
         svgd_seconds, path = _svgd_run(logdensity, x0, svgd_steps, 0.1, svgd_steps)
-        svgd_ed = float(energy_distance(path[-1], reference))
+        svgd_ed = float(energy_distance(path[-1], reference)[0])
         rows.append(Row(case, "BlackJAX SVGD", {
             "modes hit": coverage(path[-1]), "energy dist.": svgd_ed, "steps": svgd_steps,
             "time to SVGD's e.d. (s)": None}, svgd_seconds, peer=True))
@@ -199,7 +199,7 @@ def _mixtures(quick):
         for name, score in variants[:1] if quick else variants:
             alg = jaxsample.etd(logdensity, score_fn=score, **extra)
             seconds, (state, path, _) = _etd_run(alg, x0, k_run, etd_steps, every)
-            dists = [float(energy_distance(x, reference)) for x in path]
+            dists = [float(energy_distance(x, reference)[0]) for x in path]
             reached = next((i for i, v in enumerate(dists) if v <= svgd_ed), None)
             to_reach = None if reached is None else seconds * (reached + 1) / len(dists)
             rows.append(Row(case, name, {

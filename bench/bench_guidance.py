@@ -70,7 +70,7 @@ def _ring_table(dim, num_samples, num_steps, train_steps, chunk_size=None):
     @jax.jit
     def metrics(x0, target):   # target an argument: no constant folding of its kernel matrix
         d2 = jnp.min(jnp.sum((x0[:, None, :] - prior.means[None]) ** 2, -1), 1) / STD**2
-        return jnp.mean(d2 <= bound), mmd(x0, target, STD * np.sqrt(dim), chunk_size=4096)
+        return jnp.mean(d2 <= bound), mmd(x0, target, STD * np.sqrt(dim), chunk_size=4096)[0]
 
     rows, precision, distance = [], {}, {}
     for name, predictor in predictors.items():
@@ -132,7 +132,7 @@ def _fiber_table(num_samples, evals, ndtm_configs, dps_weights, abc_draws):
         labels = jnp.argmax(jax.vmap(lambda y: prior.component_log_posterior(
             y, schedule, jnp.float32(1e-4)))(x), axis=1)
         weights = jnp.mean(labels[:, None] == jnp.arange(prior.num_components)[None], axis=0)
-        return residual, mmd(x, exact, 1.0), weights
+        return residual, mmd(x, exact, 1.0)[0], weights
 
     def row(method, x, seconds, evals, peer=False):
         residual, dist, weights = metrics(x, exact)

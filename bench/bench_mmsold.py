@@ -28,6 +28,10 @@ BANDWIDTH_2D = 0.02
 NUM_PROJECTIONS = 512
 
 
+def _sw(key, x, y):
+    return float(sliced_wasserstein(key, x, y, num_projections=NUM_PROJECTIONS)[0])
+
+
 def _timed(fn, *args):
     """Compile, then time one call (these runs are too long to repeat)."""
     compiled = jax.jit(fn).lower(*args).compile()
@@ -69,8 +73,8 @@ def _langevin_rows(case, data, target, key, *, bandwidth, smoothing, num_particl
             lambda k, s, alg=alg: jaxsample.run(k, alg, s, num_steps), k_run, state)
         z = final.positions
         metrics = {
-            "SW2 to target": float(sliced_wasserstein(k_sw, z, target, NUM_PROJECTIONS)),
-            "SW2 to train": float(sliced_wasserstein(k_sw, z, data, NUM_PROJECTIONS)),
+            "SW2 to target": _sw(k_sw, z, target),
+            "SW2 to train": _sw(k_sw, z, data),
             "cov residual": float(info.cov_residual[-1]),
             "non-finite": bool(jnp.any(info.nonfinite)),
         }
@@ -81,8 +85,8 @@ def _langevin_rows(case, data, target, key, *, bandwidth, smoothing, num_particl
                               num_steps=num_steps, num_smoothing_samples=num_samples,
                               chunk_size=chunk_size), k_cfdm)
     metrics = {
-        "SW2 to target": float(sliced_wasserstein(k_sw, samples, target, NUM_PROJECTIONS)),
-        "SW2 to train": float(sliced_wasserstein(k_sw, samples, data, NUM_PROJECTIONS)),
+        "SW2 to target": _sw(k_sw, samples, target),
+        "SW2 to train": _sw(k_sw, samples, data),
         "cov residual": _cov_residual(samples, cov),
         "non-finite": bool(info.nonfinite),
     }
@@ -103,7 +107,7 @@ def _fidelity_table(quick: bool) -> BenchTable:
     for name, make in datasets[:1] if quick else datasets:
         key, k_train, k_target, k_run, k_sw = jax.random.split(key, 5)
         data, target = make(k_train, num_train), make(k_target, num_target)
-        floor = float(sliced_wasserstein(k_sw, data, target, NUM_PROJECTIONS))
+        floor = _sw(k_sw, data, target)
         step_size = _stable_step(data, BANDWIDTH_2D)
         notes.append(f"{name}: training set vs target SW2 = {floor:.4f} (sampling-noise floor); "
                      f"step size h = sigma_g^2 / lambda_max(Sigma*) = {step_size:.2e}")
@@ -199,7 +203,7 @@ def _latent_table(quick: bool) -> BenchTable:
             num_steps=num_steps, num_samples=8, step_size=step_size,
             chunk_size=DEFAULT_CHUNK_SIZE,
             extra_metrics=duplicates)
-    floor = float(sliced_wasserstein(k_run, data, target, NUM_PROJECTIONS))
+    floor = _sw(k_run, data, target)
     notes = [
         f"8-component mixture in 64-d (jaxsample.datasets.latent_mixture), n = {num_train}, "
         f"B = {num_particles}, {num_steps} steps, sigma_g = {bandwidth}, M = 8, h = "

@@ -115,12 +115,12 @@ def _moments_with_errors(chains):
     √ESS((x − m)²)`` (bulk ESS of the squared deviations)."""
     flat = chains.reshape(-1, chains.shape[-1])
     mean, sd = flat.mean(0), flat.std(0)
-    ess_mean = np.asarray(ess(chains), np.float64)
+    ess_mean = np.asarray(ess(chains)[0], np.float64)
     sq = np.square(chains - mean)
-    ess_sq = np.asarray(ess(sq), np.float64)
+    ess_sq = np.asarray(ess(sq)[0], np.float64)
     sd_se = sq.reshape(-1, chains.shape[-1]).std(0) / np.sqrt(ess_sq) / (2 * sd)
     return dict(mean=mean, sd=sd, mean_se=sd / np.sqrt(ess_mean), sd_se=sd_se, ess=ess_mean,
-                ess_sd=ess_sq, rhat=np.asarray(rhat(chains), np.float64))
+                ess_sd=ess_sq, rhat=np.asarray(rhat(chains)[0], np.float64))
 
 
 def make_reference(posterior: Posterior, *, seed: int = 0, num_chains: int = 4,
@@ -216,7 +216,7 @@ def evaluate(samples, posterior: Posterior, reference: dict | None = None) -> di
         mean_bias2=float(np.mean(np.square((x.mean(0) - mu) / sigma))),
         distinct=int(len(np.unique(x, axis=0))),
         energy=float(energy_distance(jnp.asarray(x / sigma, jnp.float32),
-                                     jnp.asarray(z_ref, jnp.float32))),
+                                     jnp.asarray(z_ref, jnp.float32))[0]),
         nonfinite=int(np.sum(~finite)))
 
 

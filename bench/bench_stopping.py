@@ -185,7 +185,7 @@ def _stopping_rows(size, name, target, step_size, init_std, max_steps):
     x_stop, stop_info = jax.block_until_ready(sample_until_stopped(keys[3], wrapped, x0))
     stop_seconds = time.perf_counter() - t0
     mean_length = float(stop_info.lengths.mean())
-    mmd_stop = float(mmd(x_stop[:4096], reference, bandwidth=1.0))
+    mmd_stop = float(mmd(x_stop[:4096], reference, bandwidth=1.0)[0])
     length = max(int(round(mean_length)), 1)
     fixed_seconds = None  # timed at full size only (quick: CPU budget)
     if size != "quick":
@@ -195,10 +195,10 @@ def _stopping_rows(size, name, target, step_size, init_std, max_steps):
     checkpoints = _checkpoints(length, 64 if size == "quick" else 16 * max_steps)
     curve = _fixed_mala_curve(keys[5], logpi, step_size, x0, checkpoints)
     x_fixed = curve[checkpoints.index(length)]
-    mmd_fixed = float(mmd(x_fixed[:4096], reference, bandwidth=1.0))
+    mmd_fixed = float(mmd(x_fixed[:4096], reference, bandwidth=1.0)[0])
     needed, below = None, 0
     for steps, x in zip(checkpoints, curve, strict=True):
-        if float(mmd(x[:4096], reference, bandwidth=1.0)) <= mmd_stop:
+        if float(mmd(x[:4096], reference, bandwidth=1.0)[0]) <= mmd_stop:
             needed = steps
             break
         below = steps

@@ -62,7 +62,7 @@ def main() -> None:
                              sharey=True)
     for ax, (name, (x, seconds)) in zip(axes, results.items(), strict=True):
         counts = np.bincount(np.asarray(target.nearest_mode(x)), minlength=4)
-        dist = float(energy_distance(x, reference))
+        dist = float(energy_distance(x, reference)[0])
         print(f"{name:>20}: per mode {counts.tolist()}, energy distance {dist:.4f}, "
               f"{seconds:.1f}s (with compilation)")
         ax.scatter(reference[:, 0], reference[:, 1], s=3, alpha=0.2, color="grey")

@@ -92,8 +92,8 @@ def main():
         results[name] = (x_ndtm, x_dps, reference, label)
         print(f"{name:>10}: residual NDTM {residual(x_ndtm):.4f}, DPS {residual(x_dps):.4f}, "
               f"reference {residual(reference):.4f}; MMD² to {label}: NDTM "
-              f"{float(mmd(x_ndtm, reference, 1.0)):.4f}, "
-              f"DPS {float(mmd(x_dps, reference, 1.0)):.4f}"
+              f"{float(mmd(x_ndtm, reference, 1.0)[0]):.4f}, "
+              f"DPS {float(mmd(x_dps, reference, 1.0)[0]):.4f}"
               f"; non-finite NDTM samples: {int(info.nonfinite.sum())}")
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 4))

@@ -65,7 +65,7 @@ def main():
             x0, info = run(jnp.float32(omega))
             d2 = jnp.min(jnp.sum((x0[:, None] - prior.means[None]) ** 2, -1), 1) / STD**2
             print(f"{name:>7} ω = {omega:<4g} precision {float(jnp.mean(d2 <= bound)):.3f}  "
-                  f"MMD² {float(mmd(x0, target, STD * np.sqrt(args.dim))):.4f}  "
+                  f"MMD² {float(mmd(x0, target, STD * np.sqrt(args.dim))[0]):.4f}  "
                   f"time gap {float(info.time_gap.mean()):.4f}")
             if name == "exact" and omega in (0.0, 1.0):
                 shown[omega] = np.asarray(x0)

@@ -71,7 +71,7 @@ def main():
     x_fixed = jax.jit(jax.vmap(chain))(jax.random.split(keys[3], args.chains), x0)
     reference = target.sample(keys[4], args.chains)
     for name, x in (("learned stopping", x_stop), (f"fixed-length MALA L={length}", x_fixed)):
-        print(f"{name:28s} MMD² {float(mmd(x, reference, bandwidth=1.0)):.4f}  "
+        print(f"{name:28s} MMD² {float(mmd(x, reference, bandwidth=1.0)[0]):.4f}  "
               f"mode TV {_mode_tv(target, x):.3f}")
     print(f"mean length {float(stop.lengths.mean()):.1f}, truncated "
           f"{float(stop.truncated.mean()):.3f}")

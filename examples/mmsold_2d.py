@@ -62,8 +62,8 @@ def main(argv=None) -> None:
             ax.scatter(points[:, 0], points[:, 1], s=1, alpha=0.6)
             title = f"{name}: {label}"
             if col:
-                fidelity = float(sliced_wasserstein(k_sw, points, target))
-                memorisation = float(sliced_wasserstein(k_sw, points, data))
+                fidelity = float(sliced_wasserstein(k_sw, points, target)[0])
+                memorisation = float(sliced_wasserstein(k_sw, points, data)[0])
                 title += f"\nSW2 to target {fidelity:.3f}, to train {memorisation:.3f}"
             ax.set_title(title, fontsize=9)
             ax.set_aspect("equal")

@@ -142,7 +142,7 @@ def test_no_variance_collapse_d50():
     a collapse always fails.
     """
     systems = 6
-    trace_damv = lambda state, info: damv(state.positions)
+    trace_damv = lambda state, info: damv(state.positions)[0]
 
     def per_system(alg):
         def one(key):

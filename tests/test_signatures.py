@@ -49,14 +49,7 @@ _PENDING = {
     "jaxsample.decision.psrl.backward_induction": "returns tuple[jax.Array, jax.Array, jax.Array]",
     "jaxsample.decision.psrl.evaluate_policy": "returns jax.Array",
     "jaxsample.decision.psrl.sample_trajectory": "returns tuple[jax.Array, jax.Array, jax.Array]",
-    "jaxsample.diagnostics.chains.ess": "no return annotation",
-    "jaxsample.diagnostics.chains.rhat": "no return annotation",
     "jaxsample.diagnostics.diagnose.diagnose": "returns Diagnosis",
-    "jaxsample.diagnostics.distances.damv": "no return annotation",
-    "jaxsample.diagnostics.distances.energy_distance": "no return annotation",
-    "jaxsample.diagnostics.distances.mmd": "no return annotation",
-    "jaxsample.diagnostics.distances.sliced_wasserstein":
-        "count num_projections is not keyword-only; no return annotation",
     "jaxsample.diffusion._oracles.sudoku4_grids": "returns np.ndarray",
     "jaxsample.diffusion._oracles.sudoku4_index": "returns jax.Array",
     "jaxsample.diffusion._priors.ring_of_gaussians":

@@ -54,10 +54,11 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     rows = []
 
     def metrics(samples):
-        return [float(diagnostics.energy_distance(samples, reference)),
-                float(diagnostics.mmd(samples, reference, bandwidth=1.0)),
-                float(diagnostics.sliced_wasserstein(key_sw, samples, reference, 64)),
-                float(diagnostics.damv(samples, jnp.diag(target.cov)))]
+        return [float(diagnostics.energy_distance(samples, reference)[0]),
+                float(diagnostics.mmd(samples, reference, bandwidth=1.0)[0]),
+                float(diagnostics.sliced_wasserstein(key_sw, samples, reference,
+                                                      num_projections=64)[0]),
+                float(diagnostics.damv(samples, jnp.diag(target.cov))[0])]
 
     floor = target.sample(key_floor, num_chains)
     rows.append(["exact samples (noise floor)", *metrics(floor), "-", "-"])
@@ -73,7 +74,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
         jax.effects_barrier()
         tail = path[:, -keep:, 0]  # first coordinate, last draws, (chains, draws)
         rows.append([f"ULA h={step_size}", *metrics(final),
-                     float(diagnostics.ess(tail)), float(diagnostics.rhat(tail))])
+                     float(diagnostics.ess(tail)[0]), float(diagnostics.rhat(tail)[0])])
         finals[step_size] = final
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 4), sharex=True, sharey=True)

@@ -50,7 +50,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     def mixture_row(name, x, seconds):
         counts = np.bincount(np.asarray(target.nearest_mode(x)), minlength=4)
         rows.append(["4-mode mixture (2-D)", name, "/".join(map(str, counts)),
-                     float(energy_distance(x, reference)), seconds])
+                     float(energy_distance(x, reference)[0]), seconds])
         clouds[name] = np.asarray(x)
 
     alg = jaxsample.etd(target.logdensity, score_fn=jax.grad(target.logdensity),

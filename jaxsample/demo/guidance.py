@@ -45,7 +45,7 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
         d2 = jnp.min(jnp.sum((x0[:, None, :] - prior.means[None]) ** 2, -1), 1) / 0.01
         samples[omega] = np.asarray(x0)
         rows.append([f"TAG ω = {omega:g}", float(jnp.mean(d2 <= bound)),
-                     float(mmd(x0, target, 0.1)), float(info.time_gap.mean())])
+                     float(mmd(x0, target, 0.1)[0]), float(info.time_gap.mean())])
 
     # the fiber {x : x₂ = sin(π/4)} crosses components 1 and 3
     query = prior.means[1]
@@ -58,7 +58,7 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
     exact = prior.condition_linear(jnp.array([[0.0, 1.0]]), query[1:]).sample(fiber_key,
                                                                                NUM_SAMPLES)
     rows.append(["NDTM fiber x₂ = x_q,₂", float(jnp.mean(jnp.abs(fiber[:, 1] - query[1]) < 0.1)),
-                 float(mmd(fiber, exact, 0.1)), float(jnp.median(jnp.sqrt(info.final_cost)))])
+                 float(mmd(fiber, exact, 0.1)[0]), float(jnp.median(jnp.sqrt(info.final_cost)))])
 
     figure = Path(outdir) / "guidance_ring.png"
     fig, axes = plt.subplots(1, 3, figsize=(10, 3.4), sharex=True, sharey=True)

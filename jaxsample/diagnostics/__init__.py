@@ -1,5 +1,8 @@
 """Diagnostics: sample-quality distances, particle and chain diagnostics; all jittable.
 
+Every estimator returns ``(value, Info)`` (the library's deterministic-estimator shape), the Info
+with a ``nonfinite`` flag: ``value, _ = energy_distance(x, y)``.
+
 - :mod:`~jaxsample.diagnostics.distances` — :func:`energy_distance`, :func:`mmd`,
   :func:`sliced_wasserstein`, :func:`damv`;
 - :mod:`~jaxsample.diagnostics.chains` — :func:`rhat`, :func:`ess` (checked against ArviZ);
@@ -9,14 +12,21 @@
 """
 
 from jaxsample.diagnostics import mixing as mixing
+from jaxsample.diagnostics.chains import ESSInfo as ESSInfo
+from jaxsample.diagnostics.chains import RhatInfo as RhatInfo
 from jaxsample.diagnostics.chains import ess as ess
 from jaxsample.diagnostics.chains import rhat as rhat
 from jaxsample.diagnostics.diagnose import Diagnosis as Diagnosis
 from jaxsample.diagnostics.diagnose import diagnose as diagnose
+from jaxsample.diagnostics.distances import DAMVInfo as DAMVInfo
+from jaxsample.diagnostics.distances import EnergyDistanceInfo as EnergyDistanceInfo
+from jaxsample.diagnostics.distances import MMDInfo as MMDInfo
+from jaxsample.diagnostics.distances import SlicedWassersteinInfo as SlicedWassersteinInfo
 from jaxsample.diagnostics.distances import damv as damv
 from jaxsample.diagnostics.distances import energy_distance as energy_distance
 from jaxsample.diagnostics.distances import mmd as mmd
 from jaxsample.diagnostics.distances import sliced_wasserstein as sliced_wasserstein
 
-__all__ = ["Diagnosis", "damv", "diagnose", "energy_distance", "ess", "mixing", "mmd", "rhat",
-           "sliced_wasserstein"]
+__all__ = ["DAMVInfo", "Diagnosis", "ESSInfo", "EnergyDistanceInfo", "MMDInfo", "RhatInfo",
+           "SlicedWassersteinInfo", "damv", "diagnose", "energy_distance", "ess", "mixing", "mmd",
+           "rhat", "sliced_wasserstein"]

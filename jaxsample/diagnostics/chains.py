@@ -6,10 +6,37 @@ localization: an improved R̂ for assessing convergence of MCMC", Bayesian Analy
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ess", "rhat"]
+__all__ = ["ESSInfo", "RhatInfo", "ess", "rhat"]
+
+
+class RhatInfo(NamedTuple):
+    """What :func:`rhat` reports besides R̂.
+
+    Attributes:
+        bulk: bulk R̂ (rank-normalised split chains), scalar or ``(dim,)``.
+        tail: tail R̂ (the same on ``|x − median|``), scalar or ``(dim,)``.
+        nonfinite: bool scalar, a draw or the statistic is NaN/inf (ranks of NaN draws are
+            meaningless: the value is then not trustworthy).
+    """
+
+    bulk: jax.Array
+    tail: jax.Array
+    nonfinite: jax.Array
+
+
+class ESSInfo(NamedTuple):
+    """What :func:`ess` reports besides the effective sample size.
+
+    Attributes:
+        nonfinite: bool scalar, a draw or the estimate is NaN/inf.
+    """
+
+    nonfinite: jax.Array
 
 
 def _as_chains(chains):
@@ -46,18 +73,38 @@ def _rhat_basic(chains):
     return jnp.sqrt(var_plus / within)
 
 
-def rhat(chains):
+def _nonfinite(split, value):
+    return ~(jnp.all(jnp.isfinite(split)) & jnp.all(jnp.isfinite(value)))
+
+
+def rhat(chains) -> tuple[jax.Array, RhatInfo]:
     """Rank-normalised split-R̂: the larger of bulk-R̂ and tail (folded) R̂ (Vehtari et al. 2021).
 
+    Each chain is split in two halves; the draws are replaced by the normal scores of their
+    pooled ranks, ``z = Φ⁻¹((r − 3/8)/(S + 1/4))``, and
+    ``R̂ = sqrt(((N − 1)/N · W + B/N) / W)`` with ``W`` the mean within-chain variance and
+    ``B/N`` the variance of the chain means. Tail R̂ is the same on ``|x − median|``.
+
     Args:
-        chains: ``(num_chains, num_draws)`` or ``(num_chains, num_draws, dim)``.
+        chains: ``(num_chains, num_draws)`` or ``(num_chains, num_draws, dim)``, at least 4
+            draws per chain.
 
     Returns:
-        Scalar, or ``(dim,)``. Values above ~1.01 signal chains that disagree.
+        ``(rhat, RhatInfo)``: a scalar, or ``(dim,)``; values above ~1.01 signal chains that
+        disagree. The Info holds the bulk and tail values.
+
+    Example:
+        >>> import jax
+        >>> value, info = rhat(jax.random.normal(jax.random.key(0), (4, 500)))
+        >>> bool(value < 1.01), bool(info.nonfinite)
+        (True, False)
     """
     raw = jnp.asarray(chains)
-    out = _rhat(_as_chains(raw))
-    return out[0] if raw.ndim == 2 else out
+    split = _as_chains(raw)
+    value, info = _rhat(split)
+    if raw.ndim == 2:
+        return value[0], info._replace(bulk=info.bulk[0], tail=info.tail[0])
+    return value, info
 
 
 @jax.jit
@@ -65,7 +112,8 @@ def _rhat(split):
     bulk = _rhat_basic(_rank_normalise(split))
     folded = jnp.abs(split - jnp.median(split.reshape(-1, split.shape[-1]), axis=0)[None, None])
     tail = _rhat_basic(_rank_normalise(folded))
-    return jnp.maximum(bulk, tail)
+    value = jnp.maximum(bulk, tail)
+    return value, RhatInfo(bulk, tail, _nonfinite(split, value))
 
 
 def _autocovariance(x):
@@ -101,7 +149,7 @@ def _ess_basic(chains):
     return m * n / tau
 
 
-def ess(chains):
+def ess(chains) -> tuple[jax.Array, ESSInfo]:
     """Bulk effective sample size: rank-normalised split chains, Geyer's initial monotone sequence.
 
     ``ESS = M·N / τ`` with ``τ = −1 + 2 Σ_k P_k + ρ̂_{2K+2}⁺``, ``P_k = ρ̂_{2k} + ρ̂_{2k+1}`` summed
@@ -110,16 +158,24 @@ def ess(chains):
     For an AR(1) chain with coefficient φ, ESS/N → (1 − φ)/(1 + φ).
 
     Args:
-        chains: ``(num_chains, num_draws)`` or ``(num_chains, num_draws, dim)``.
+        chains: ``(num_chains, num_draws)`` or ``(num_chains, num_draws, dim)``, at least 4
+            draws per chain.
 
     Returns:
-        Scalar, or ``(dim,)``.
+        ``(ess, ESSInfo)``: a scalar, or ``(dim,)``.
+
+    Example:
+        >>> import jax
+        >>> value, info = ess(jax.random.normal(jax.random.key(0), (4, 500)))
+        >>> bool(1000 < value < 3000), bool(info.nonfinite)
+        (True, False)
     """
     raw = jnp.asarray(chains)
-    out = _ess(_as_chains(raw))
-    return out[0] if raw.ndim == 2 else out
+    value, info = _ess(_as_chains(raw))
+    return (value[0] if raw.ndim == 2 else value), info
 
 
 @jax.jit
 def _ess(split):
-    return _ess_basic(_rank_normalise(split))
+    value = _ess_basic(_rank_normalise(split))
+    return value, ESSInfo(_nonfinite(split, value))

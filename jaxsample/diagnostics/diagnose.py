@@ -210,8 +210,8 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
                 "tolerance (for Sinkhorn: raise epsilon)")
 
     if samples is not None:
-        r = np.asarray(chain_rhat(samples))
-        e = np.asarray(chain_ess(samples))
+        r = np.asarray(chain_rhat(samples)[0])
+        e = np.asarray(chain_ess(samples)[0])
         summary["max_rhat"] = float(np.max(r))
         summary["min_ess"] = float(np.min(e))
         if np.max(r) > 1.01:

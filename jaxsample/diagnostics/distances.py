@@ -12,20 +12,76 @@ The O(n·m) sums run in row chunks of ``chunk_size`` rows of ``x``
 
 Particle diagnostics: :func:`damv`, the dimension-averaged marginal variance, which exposes the
 variance collapse of kernel methods in high dimension.
+
+Each is an estimator: ``(value, Info)`` with the Info's ``nonfinite`` set when an input or the
+value is NaN/inf (under ``jit`` the inputs cannot be checked eagerly).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_array, check_chunk_size, check_int, is_concrete
+from jaxsample._checks import check_array, check_chunk_size, check_int, check_key, is_concrete
 from jaxsample.kernels import chunking, pairwise
 
-__all__ = ["damv", "energy_distance", "mmd", "sliced_wasserstein"]
+__all__ = ["DAMVInfo", "EnergyDistanceInfo", "MMDInfo", "SlicedWassersteinInfo", "damv",
+           "energy_distance", "mmd", "sliced_wasserstein"]
+
+
+class EnergyDistanceInfo(NamedTuple):
+    """What :func:`energy_distance` reports besides the distance.
+
+    Attributes:
+        nonfinite: bool scalar, an input point or the value is NaN/inf.
+    """
+
+    nonfinite: jax.Array
+
+
+class MMDInfo(NamedTuple):
+    """What :func:`mmd` reports besides MMD².
+
+    Attributes:
+        bandwidth: the kernel width ``h`` used (the median heuristic's when none was given).
+        nonfinite: bool scalar, an input point or the value is NaN/inf.
+    """
+
+    bandwidth: jax.Array
+    nonfinite: jax.Array
+
+
+class SlicedWassersteinInfo(NamedTuple):
+    """What :func:`sliced_wasserstein` reports besides the distance.
+
+    Attributes:
+        nonfinite: bool scalar, an input point or the value is NaN/inf.
+    """
+
+    nonfinite: jax.Array
+
+
+class DAMVInfo(NamedTuple):
+    """What :func:`damv` reports besides the average.
+
+    Attributes:
+        variance_ratio: ``(d,)`` the per-coordinate ``Var̂(x_k) / σ_k²`` that are averaged.
+        nonfinite: bool scalar, a particle or the value is NaN/inf.
+    """
+
+    variance_ratio: jax.Array
+    nonfinite: jax.Array
+
+
+def _nonfinite(value, *arrays):
+    finite = jnp.all(jnp.isfinite(value))
+    for array in arrays:
+        finite = finite & jnp.all(jnp.isfinite(array))
+    return ~finite
 
 
 def _check_pair(x, y):
@@ -55,7 +111,8 @@ def _safe_sqrt(sq):
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1)), sq)
 
 
-def energy_distance(x, y, *, chunk_size: int | None = None):
+def energy_distance(x, y, *, chunk_size: int | None = None
+                    ) -> tuple[jax.Array, EnergyDistanceInfo]:
     """Energy distance ``2E‖X−Y‖ − E‖X−X'‖ − E‖Y−Y'‖`` between two samples (V-statistic).
 
     Zero for identical samples, non-negative, zero in the population iff the laws are equal.
@@ -65,13 +122,14 @@ def energy_distance(x, y, *, chunk_size: int | None = None):
         chunk_size: rows per chunk for the pairwise sums (None: dense).
 
     Returns:
-        A scalar of the inputs' dtype.
+        ``(distance, EnergyDistanceInfo)``: a scalar of the inputs' dtype.
 
     Example:
         >>> import jax.numpy as jnp
         >>> x = jnp.array([[0.0], [1.0]])
-        >>> float(energy_distance(x, x))
-        0.0
+        >>> value, info = energy_distance(x, x)
+        >>> float(value), bool(info.nonfinite)
+        (0.0, False)
     """
     x, y = _check_pair(x, y)
     return _energy_distance(x, y, check_chunk_size(chunk_size))
@@ -83,7 +141,8 @@ def _energy_distance(x, y, chunk_size):
     xy = _pairwise_sum(_safe_sqrt, x, y, chunk_size) / (n * m)
     xx = _pairwise_sum(_safe_sqrt, x, x, chunk_size) / (n * n)
     yy = _pairwise_sum(_safe_sqrt, y, y, chunk_size) / (m * m)
-    return 2 * xy - xx - yy
+    value = 2 * xy - xx - yy
+    return value, EnergyDistanceInfo(_nonfinite(value, x, y))
 
 
 def _median_bandwidth(x, y):
@@ -92,7 +151,8 @@ def _median_bandwidth(x, y):
                                           max_entries=z.shape[0] * (z.shape[0] - 1) // 2))
 
 
-def mmd(x, y, bandwidth=None, *, unbiased: bool = True, chunk_size: int | None = None):
+def mmd(x, y, bandwidth=None, *, unbiased: bool = True, chunk_size: int | None = None
+        ) -> tuple[jax.Array, MMDInfo]:
     """Squared MMD with the Gaussian kernel ``k(a, b) = exp(−‖a−b‖² / (2h²))``.
 
     ``MMD² = E k(X,X') + E k(Y,Y') − 2 E k(X,Y)``. The unbiased U-statistic (default) drops the
@@ -106,11 +166,15 @@ def mmd(x, y, bandwidth=None, *, unbiased: bool = True, chunk_size: int | None =
         unbiased: U- or V-statistic.
         chunk_size: rows per chunk for the pairwise sums (None: dense).
 
+    Returns:
+        ``(mmd2, MMDInfo)``: a scalar of the inputs' dtype; the Info holds the bandwidth used.
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> x = jax.random.normal(jax.random.key(0), (200, 2))
-        >>> abs(float(mmd(x, x + 0.0, bandwidth=1.0, unbiased=False))) < 1e-6
-        True
+        >>> value, info = mmd(x, x + 0.0, bandwidth=1.0, unbiased=False)
+        >>> abs(float(value)) < 1e-6, float(info.bandwidth)
+        (True, 1.0)
     """
     x, y = _check_pair(x, y)
     check_chunk_size(chunk_size)
@@ -144,7 +208,8 @@ def _mmd(x, y, bandwidth, unbiased, chunk_size):
         kxx, kyy = (kxx - n) / (n * (n - 1)), (kyy - m) / (m * (m - 1))
     else:
         kxx, kyy = kxx / (n * n), kyy / (m * m)
-    return kxx + kyy - 2 * kxy
+    value = kxx + kyy - 2 * kxy
+    return value, MMDInfo(h, _nonfinite(value, x, y))
 
 
 def _quantiles(sorted_proj, num_levels):
@@ -155,7 +220,8 @@ def _quantiles(sorted_proj, num_levels):
     return sorted_proj[..., index]
 
 
-def sliced_wasserstein(key, x, y, num_projections: int = 128, *, p: int = 2):
+def sliced_wasserstein(key, x, y, *, num_projections: int = 128, p: int = 2
+                       ) -> tuple[jax.Array, SlicedWassersteinInfo]:
     """Sliced Wasserstein-p distance ``(E_θ W_pᵖ(θᵀX, θᵀY))^{1/p}``, θ uniform on the sphere.
 
     Each 1-D distance compares empirical quantile functions at ``max(n, m)`` levels (exact when
@@ -167,12 +233,17 @@ def sliced_wasserstein(key, x, y, num_projections: int = 128, *, p: int = 2):
         num_projections: number of random directions.
         p: order (≥ 1).
 
+    Returns:
+        ``(distance, SlicedWassersteinInfo)``: a scalar of the inputs' dtype.
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> x = jax.random.normal(jax.random.key(0), (100, 3))
-        >>> round(float(sliced_wasserstein(jax.random.key(1), x, x + 1.0, 256)), 1)  # 1/√3·√3
+        >>> value, _ = sliced_wasserstein(jax.random.key(1), x, x + 1.0, num_projections=256)
+        >>> round(float(value), 1)  # a shift by 1 in every coordinate: (E (θ·1)²)^½ = 1
         1.0
     """
+    key = check_key("key", key)
     x, y = _check_pair(x, y)
     check_int("num_projections", num_projections, 1)
     check_int("p", p, 1)
@@ -186,20 +257,26 @@ def _sliced_wasserstein(key, x, y, num_projections, p):
     levels = max(x.shape[0], y.shape[0])
     qx = _quantiles(jnp.sort(theta @ x.T, axis=1), levels)
     qy = _quantiles(jnp.sort(theta @ y.T, axis=1), levels)
-    return jnp.mean(jnp.abs(qx - qy) ** p) ** (1.0 / p)
+    value = jnp.mean(jnp.abs(qx - qy) ** p) ** (1.0 / p)
+    return value, SlicedWassersteinInfo(_nonfinite(value, x, y))
 
 
-def damv(x, target_var=None):
+def damv(x, target_var=None) -> tuple[jax.Array, DAMVInfo]:
     """Dimension-averaged marginal variance ``(1/d) Σ_k Var̂(x_k) / σ_k²`` (ideal value 1).
 
     Args:
         x: particles ``(n, d)``, n ≥ 2 (unbiased variances, ddof = 1).
         target_var: the target's marginal variances ``(d,)`` or a scalar; None means 1.
 
+    Returns:
+        ``(damv, DAMVInfo)``: a scalar of ``x``'s dtype; the Info holds the per-coordinate
+        ratios.
+
     Example:
         >>> import jax.numpy as jnp
-        >>> float(damv(jnp.array([[0.0, 0.0], [2.0, 2.0]])))
-        2.0
+        >>> value, info = damv(jnp.array([[0.0, 0.0], [2.0, 2.0]]))
+        >>> float(value), info.variance_ratio.tolist()
+        (2.0, [2.0, 2.0])
     """
     x = check_array("x", x, ndim=2, min_rows=2)
     var = jnp.var(x, axis=0, ddof=1)
@@ -211,4 +288,5 @@ def damv(x, target_var=None):
         if is_concrete(target_var) and not bool(jnp.all(target_var > 0)):
             raise ValueError("target_var must be > 0")
         var = var / target_var
-    return jnp.mean(var)
+    value = jnp.mean(var)
+    return value, DAMVInfo(var, _nonfinite(value, x))
