@@ -143,6 +143,41 @@ def test_dtmc_step_equals_bayes_rule(x64):
             np.testing.assert_allclose(expected.sum(), 1 - step[x], rtol=1e-10)
 
 
+def test_dtmc_plugin_kernel_is_udlm_formula(x64):
+    """kernel="plugin": UDLM's q(x_s | x_t, x̂) with the model's probability vector x̂ in place
+    of a one-hot x0, written term by term as in UDLM's code: a probability vector over x_s whose
+    off-diagonal part is the jump weights. On one-hot posteriors it equals the posterior-averaged
+    kernel (both are then the exact reverse step); where the model is confident in the current
+    token its jump mass is two orders of magnitude smaller at K = 1000."""
+    k = 3
+    log_post, tokens = _random_posterior(3, k)
+    post = np.exp(np.asarray(log_post[0]))
+    plugin, averaged = shs.DTMC(kernel="plugin"), shs.DTMC()
+    for a, b in [(0.0, 0.25), (0.3, 0.5), (0.8, 1.0)]:
+        weights = np.asarray(_jump_weights(plugin, log_post, tokens, jnp.float64(a),
+                                           jnp.float64(b)))
+        for x in range(k):
+            current = np.eye(k)[x]
+            udlm = ((a * k * post[x] * current + (a / b - a) * current + (b - a) * post[x]
+                     + (1 - a / b) * (1 - b) / k) / (a * k * post[x, x] + 1 - a))
+            np.testing.assert_allclose(udlm.sum(), 1.0, rtol=1e-12)
+            np.testing.assert_allclose(weights[0, x], np.where(current > 0, 0.0, udlm),
+                                       rtol=1e-10, atol=1e-15)
+        for shift in (0, 1):  # position x certain of token x, then of token x + 1
+            one_hot = jnp.log(jnp.roll(jnp.eye(k), shift, axis=-1))[None]
+            np.testing.assert_allclose(
+                *(_jump_weights(kernel, one_hot, tokens, jnp.float64(a), jnp.float64(b))
+                  for kernel in (plugin, averaged)), rtol=1e-10, atol=1e-15)
+    k = 1000
+    confident = np.full(k, 0.1 / (k - 1))
+    confident[0] = 0.9
+    log_post = jnp.log(jnp.asarray(confident))[None, None]
+    mass = [float(_jump_weights(kernel, log_post, jnp.zeros((1, 1), jnp.int32),
+                                jnp.float64(0.5), jnp.float64(0.51)).sum())
+            for kernel in (averaged, plugin)]
+    assert mass[0] > 100 * mass[1], mass
+
+
 def test_ctmc_and_flow_rates_equal_their_definitions(x64):
     k, d_alpha = 3, 0.01
     log_post, tokens = _random_posterior(2, k)
@@ -250,9 +285,11 @@ def _step_weights(data, process, tokens, signal, next_signal):
     return log_post, _jump_weights(process, log_post, tokens, signal, next_signal)
 
 
-def _exact_law(data, process, seq_len, num_steps, rule):
+def _exact_law(data, process, seq_len, num_steps, rule, convention="clipped",
+               last_step="denoise"):
     """Law of ``shs.sample`` over all K^L sequences (float64) for the two rules whose decision at
-    a step depends on that step's probabilities only, "bernoulli" and "weyl"."""
+    a step depends on that step's probabilities only, "bernoulli" and "weyl", under the
+    ``jump_probability`` ``convention`` and ``last_step``."""
     k = data.vocab_size
     states = _states(k, seq_len)
     tokens = jnp.asarray(states)
@@ -266,16 +303,18 @@ def _exact_law(data, process, seq_len, num_steps, rule):
     for step in range(num_steps):
         log_post, w = (np.asarray(a, np.float64) for a in _step_weights(
             data, process, tokens, grid[step], grid[step + 1]))
-        if step == num_steps - 1:  # the final denoise draw at every position
+        if step == num_steps - 1 and last_step == "denoise":  # a draw at every position
             return law @ product(np.exp(log_post))
         mass = w.sum(axis=-1)
         dest = np.divide(w, mass[..., None], out=np.zeros_like(w), where=mass[..., None] > 0)
-        prob = np.asarray(process.jump_probability(jnp.asarray(mass)))
+        prob = (np.asarray(process.jump_probability(jnp.asarray(mass)))
+                if convention == "exponential" else np.minimum(mass, 1))
         if rule == "weyl":
             kernel = _weyl_kernel(prob, dest, stay, states)
         else:
             kernel = product(prob[..., None] * dest + (1 - prob[..., None]) * stay)
         law = law @ kernel
+    return law
 
 
 def test_exact_laws_of_bernoulli_and_weyl_converge_to_the_data(x64):
@@ -316,6 +355,72 @@ def test_weyl_sampler_sharded_over_four_devices_matches_its_exact_law():
                            for rule in ("weyl", "bernoulli"))
     assert _chisquare_ok(counts, weyl)
     assert chisquare_pvalue(counts, bernoulli) < P_VALUE
+
+
+def _poisson_binomial(probs):
+    """Law of a sum of independent Bernoulli(p_k) counts, ``(len(probs) + 1,)``."""
+    law = np.ones(1)
+    for p in probs:
+        law = np.convolve(law, [1 - p, p])
+    return law
+
+
+def _uninformed(tokens, signal):
+    """A model that knows nothing: uniform clean-token posterior over K = 4 tokens."""
+    return jnp.zeros((*tokens.shape, 4), jnp.float32)
+
+
+def test_bernoulli_jump_counts_follow_their_poisson_binomial_law():
+    """An uninformed model makes the CTMC's jump masses a fixed path Δ_k (the first ones ≫ 1), so
+    each position's Bernoulli jump count is Poisson-binomial with p_k = min(Δ_k, 1) ("clipped",
+    the stratified rule's per-step probability and the default) or 1 − e^{−Δ_k}
+    ("exponential"), over the N − 1 stay-vs-replace steps, or over all N with last_step="jump".
+    Chi-square of the 32 000 counts of each setting against its own law at p = 1e-4; the clipped
+    sample is rejected against the exponential law, so the test tells the conventions apart.
+    The three settings are traced: one compilation."""
+    k, seq_len, n, num_steps = 4, 8, 4000, 8
+    process = shs.CTMC()
+    with jax.enable_x64(True):
+        grid = np.asarray(process.signal_grid(num_steps, jnp.float64))
+        log_post = jnp.full((1, 1, k), -np.log(k))
+        mass = np.array([float(_jump_weights(process, log_post, jnp.zeros((1, 1), jnp.int32),
+                                             grid[i], grid[i + 1]).sum())
+                         for i in range(num_steps)])
+    assert mass[0] > 1 > mass[-2]  # the clipping matters at the start, not later
+    laws = {
+        ("clipped", "denoise"): _poisson_binomial(np.minimum(mass[:-1], 1)),
+        ("exponential", "denoise"): _poisson_binomial(-np.expm1(-mass[:-1])),
+        ("clipped", "jump"): _poisson_binomial(np.minimum(mass, 1)),
+    }
+    compiled = []
+    for (convention, last_step), law in laws.items():
+        _, info = shs.sample(jax.random.key(21), _uninformed, vocab_size=k, seq_len=seq_len,
+                             num_samples=n, num_steps=num_steps, process=process,
+                             jumps="bernoulli", jump_probability=convention, last_step=last_step)
+        compiled.append(_sample._cached._cache_size())
+        counts = np.bincount(np.asarray(info.jumps).ravel(), minlength=num_steps + 1)
+        assert _chisquare_ok(counts[:law.size], law), (convention, last_step, counts, law * n)
+        if (convention, last_step) == ("clipped", "denoise"):
+            assert chisquare_pvalue(counts[:law.size],
+                                    laws["exponential", "denoise"]) < P_VALUE
+    assert compiled[0] == compiled[1] == compiled[2], "jump_probability or last_step recompiled"
+
+
+def test_last_step_jump_keeps_the_law_of_the_denoise_draw_for_dtmc_and_flow(x64):
+    """Exact laws (every state, float64), Bernoulli coins, K = 3, L = 3, NFE 4: the DTMC's step
+    to α = 1 and the flow's Euler step to κ = 1 jump with probability 1 − p(x) to y ∝ p(y), so
+    with the clipped coin last_step="jump" has exactly the law of the denoise draw; the CTMC's
+    last Euler step does not, and its law differs."""
+    data, seq_len = _chain3(jnp.float64), 3
+    for name in ("dtmc", "flow", "ctmc"):
+        process = PROCESSES[name]()
+        denoise, jump = (_exact_law(data, process, seq_len, 4, "bernoulli", last_step=last)
+                         for last in ("denoise", "jump"))
+        np.testing.assert_allclose(jump.sum(), 1.0, rtol=1e-12)
+        if name == "ctmc":
+            assert 0.5 * np.abs(jump - denoise).sum() > 1e-3
+        else:
+            np.testing.assert_allclose(jump, denoise, rtol=1e-9, atol=1e-15)
 
 
 # -- windowed Weyl: consistent; traced settings ---------------------------------------------------

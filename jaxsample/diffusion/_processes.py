@@ -15,7 +15,8 @@ For each step a process gives, per position ``i`` holding token ``x``, nonnegati
 :math:`d(y) \\propto w(y)`. Everything is written with :math:`S_x = 1 - p(x)` computed as a
 logsumexp over :math:`a \\ne x`, so that no weight is a difference of probabilities.
 
-* :class:`DTMC` — D3PM/UDLM-uniform ancestral step with :math:`\\alpha_t = 1 - t`.
+* :class:`DTMC` — D3PM/UDLM-uniform ancestral step with :math:`\\alpha_t = 1 - t`, with the
+  posterior-averaged (D3PM) or the plug-in (UDLM) kernel.
 * :class:`CTMC` — the exact reverse generator of the uniform forward process (SEDD-uniform,
   continuous-time UDLM), Euler/τ-leaping; starts at :math:`\\alpha_0 = \\alpha_\\min`
   (``min_signal``) because its hazard diverges at pure noise.
@@ -32,9 +33,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_hyperparameter, is_concrete
+from jaxsample._checks import check_choice, check_hyperparameter, is_concrete
 
-__all__ = ["CTMC", "DTMC", "Flow", "PROCESSES"]
+__all__ = ["CTMC", "DTMC", "DTMC_KERNELS", "Flow", "PROCESSES"]
+
+DTMC_KERNELS = ("posterior", "plugin")
+"""How :class:`DTMC` turns the clean-token probabilities into a reverse step."""
 
 
 def _is_current(tokens: jax.Array, vocab_size: int) -> jax.Array:
@@ -56,8 +60,8 @@ def _mask_current(log_weights: jax.Array, is_current: jax.Array) -> jax.Array:
 
 
 class _Process(eqx.Module):
-    """Shared parts of the processes: a linear signal grid ``k / N`` and the CTMC-style jump
-    probability ``1 - exp(-Δ)``; a process overrides what differs."""
+    """Shared parts of the processes: a linear signal grid ``k / N`` and the "at least one event"
+    jump probability ``1 - exp(-Δ)``; a process overrides what differs."""
 
     def signal_at(self, step, num_steps, dtype) -> jax.Array:
         """Signal level :math:`k / N` (``step`` and ``num_steps`` may be traced)."""
@@ -68,7 +72,8 @@ class _Process(eqx.Module):
         return self.signal_at(jnp.arange(num_steps + 1), num_steps, dtype)
 
     def jump_probability(self, jump_mass: jax.Array) -> jax.Array:
-        """Bernoulli jump probability :math:`1 - e^{-\\Delta}` for a jump mass (integrated rate)."""
+        """:math:`1 - e^{-\\Delta}`: at least one event of a Poisson clock of mass Δ (the
+        ``jump_probability="exponential"`` convention of the sampler's coin rules)."""
         return -jnp.expm1(-jump_mass)
 
 
@@ -76,18 +81,44 @@ class DTMC(_Process):
     """Ancestral D3PM/UDLM step under uniform noise (:math:`\\alpha_t = 1 - t`, uniform grid in t).
 
     For a step from signal :math:`a = \\alpha_t` to :math:`b = \\alpha_s > a`, Bayes' rule on the
-    uniform channel gives, for :math:`y \\ne x` (the current token),
+    uniform channel gives the exact reverse step given a clean token :math:`x_0`,
 
     .. math::
-        p_\\theta(x_s = y \\mid x_t) = \\underbrace{\\frac{b - a}{1 - a}}_{A}\\,p(y)
-        + \\underbrace{\\frac{(b - a)(1 - b)}{K b}
-          \\Big[\\frac{p(x)}{K a + 1 - a} + \\frac{S_x}{1 - a}\\Big]}_{B},
+        q(x_s \\mid x_t, x_0) = \\frac{K a\\,[x_t = x_0][x_s = x_t] + (a/b - a)[x_s = x_t]
+        + (b - a)[x_s = x_0] + (1 - a/b)(1 - b)/K}{K a\\,[x_t = x_0] + 1 - a},
 
-    with :math:`p = p_\\theta(x_0 \\mid x_t)` and :math:`S_x = 1 - p(x)`. These are the jump
-    weights; the jump mass is :math:`\\Delta = 1 - p_\\text{stay} = A S_x + (K - 1) B`, and the
-    Bernoulli rule jumps with probability :math:`\\Delta` (so both rules share each step's jump
-    probability).
-    Grid: :math:`\\alpha_k = k/N`; the step to :math:`\\alpha = 1` is exactly the denoise draw.
+    and the model's clean-token probabilities :math:`p = p_\\theta(x_0 \\mid x_t)` enter it in one
+    of two ways (``kernel``):
+
+    * ``"posterior"`` (default): the exact reverse step averaged over the posterior,
+      :math:`p_\\theta(x_s = y \\mid x_t) = \\sum_a p(a)\\,q(y \\mid x_t, a)` (D3PM's
+      :math:`x_0`-parameterisation; exact whenever :math:`p` is the true posterior). For
+      :math:`y \\ne x` (the current token), with :math:`S_x = 1 - p(x)`,
+
+      .. math::
+          w(y) = \\underbrace{\\frac{b - a}{1 - a}}_{A}\\,p(y)
+          + \\underbrace{\\frac{(b - a)(1 - b)}{K b}
+            \\Big[\\frac{p(x)}{K a + 1 - a} + \\frac{S_x}{1 - a}\\Big]}_{B}.
+
+    * ``"plugin"``: UDLM's kernel (Schiff et al. 2024, and the SHS authors' UDLM sampler), the
+      probability vector :math:`p` substituted for the one-hot :math:`x_0` in the formula above:
+
+      .. math::
+          w(y) = \\frac{(b - a)\\,p(y) + (b - a)(1 - b)/(K b)}{K a\\,p(x) + 1 - a}.
+
+      It equals ``"posterior"`` when :math:`p` is one-hot and differs otherwise: where the model
+      is confident in the current token (:math:`p(x)` near 1) the plug-in jump mass is smaller by
+      a factor of order :math:`K a`, 100–10 000× at a 30 000-token vocabulary. A model trained
+      UDLM-style (its ELBO is written with this kernel) should be sampled with it.
+
+    The jump mass is :math:`\\Delta = 1 - p_\\text{stay} = \\sum_{y \\ne x} w(y) \\le 1`, already a
+    probability, so every Bernoulli convention jumps with probability :math:`\\Delta`.
+    Grid: :math:`\\alpha_k = k/N`; with ``"posterior"`` the step to :math:`\\alpha = 1` is exactly
+    a draw from :math:`p` (with ``"plugin"`` it is not: it stays with probability
+    :math:`(K a + 1 - a)\\,p(x) / (K a\\,p(x) + 1 - a) \\ge p(x)`).
+
+    Args:
+        kernel: ``"posterior"`` or ``"plugin"`` (static).
 
     Reference: Austin et al. 2021 (D3PM, arXiv:2107.03006); Schiff et al. 2024 (UDLM,
     arXiv:2412.10193).
@@ -102,7 +133,11 @@ class DTMC(_Process):
         ((1, 2, 3), True)
     """
 
+    kernel: str = eqx.field(static=True)
     name = "dtmc"
+
+    def __init__(self, kernel: str = "posterior"):
+        self.kernel = check_choice("kernel", kernel, DTMC_KERNELS)
 
     def log_jump_weights(self, log_posterior, tokens, signal, next_signal) -> jax.Array:
         """Log jump weights ``(B, L, K)`` (``-inf`` at the current token) for one step.
@@ -115,11 +150,18 @@ class DTMC(_Process):
         a, b = signal, next_signal
         k = jnp.asarray(log_posterior.shape[-1], log_posterior.dtype)
         log_p_current, log_rest, is_current = _current_and_rest(log_posterior, tokens)
-        log_a = jnp.log(b - a) - jnp.log1p(-a)
-        log_b = (jnp.log(b - a) + jnp.log1p(-b) - jnp.log(k * b)) + jnp.logaddexp(
-            log_p_current - jnp.log(k * a + 1 - a), log_rest - jnp.log1p(-a)
-        )
-        log_weights = jnp.logaddexp(log_a + log_posterior, log_b[..., None])
+        log_step = jnp.log(b - a)
+        # (b - a)(1 - b)/(K b), the uniform part; -inf at b = 1
+        log_spread = log_step + jnp.log1p(-b) - jnp.log(k * b)
+        if self.kernel == "plugin":
+            log_norm = jnp.logaddexp(jnp.log(k * a) + log_p_current, jnp.log1p(-a))
+            log_weights = (jnp.logaddexp(log_step + log_posterior, log_spread)
+                           - log_norm[..., None])
+        else:
+            log_a = log_step - jnp.log1p(-a)
+            log_b = log_spread + jnp.logaddexp(
+                log_p_current - jnp.log(k * a + 1 - a), log_rest - jnp.log1p(-a))
+            log_weights = jnp.logaddexp(log_a + log_posterior, log_b[..., None])
         return _mask_current(log_weights, is_current)
 
     def jump_probability(self, jump_mass: jax.Array) -> jax.Array:

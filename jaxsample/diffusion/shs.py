@@ -1,13 +1,18 @@
 """SHS: one sampler for uniform-noise discrete diffusion and flow: model × process × jump rule.
 
-Three pieces compose (SHS, Jang & Han 2026, arXiv:2601.02799):
+Three pieces compose (SHS: S. Jang & S. Han, *Systematic Hazard Sampling* — titled *Stratified
+Hazard Sampling: Minimal-Variance Event Scheduling for CTMC/DTMC Discrete Diffusion and Flow
+Models* in arXiv:2601.02799 v1–v2 — 2026; authors' code: github.com/Jang-seunghwan/
+Stratified-Hazard-Sampling):
 
 1. a *model*: any ``denoiser(tokens, signal) -> logits`` over clean tokens, ``(B, L, K)``;
-2. a *process*: the stay-vs-replace decomposition of :class:`DTMC` (D3PM/UDLM ancestral),
+2. a *process*: the stay-vs-replace decomposition of :class:`DTMC` (D3PM/UDLM ancestral, with
+   the posterior-averaged or UDLM's plug-in kernel),
    :class:`CTMC` (reverse of the uniform forward CTMC, SEDD-uniform) or :class:`Flow` (discrete
    flow matching, uniform source);
 3. a *jump rule* (:mod:`jaxsample.kernels.hazard`): ``"stratified"`` (systematic hazard
-   sampling, the paper's), ``"bernoulli"`` (independent coins, the usual sampler), ``"weyl"``
+   sampling, the paper's), ``"bernoulli"`` (independent coins, the usual sampler, on the same
+   per-step probability as the stratified rule by default), ``"weyl"``
    (Bernoulli coins coupled across positions) or ``"weyl_window"`` (systematic crossings within
    short windows from Weyl-coupled phases).
 
@@ -38,10 +43,26 @@ from jaxsample.diffusion._markov import MarkovChainData
 from jaxsample.diffusion._processes import CTMC, DTMC, PROCESSES, Flow
 from jaxsample.kernels import hazard, resampling
 
-__all__ = ["CTMC", "DTMC", "JUMP_RULES", "Flow", "MarkovChainData", "SHSInfo", "sample"]
+__all__ = [
+    "CTMC",
+    "DTMC",
+    "JUMP_PROBABILITIES",
+    "JUMP_RULES",
+    "LAST_STEPS",
+    "Flow",
+    "MarkovChainData",
+    "SHSInfo",
+    "sample",
+]
 
 JUMP_RULES = ("stratified", "bernoulli", "weyl", "weyl_window")
 """The jump rules :func:`sample` accepts."""
+
+JUMP_PROBABILITIES = ("clipped", "exponential")
+"""Per-step jump probability of the coin rules (``"bernoulli"``, ``"weyl"``, ``"weyl_window"``)."""
+
+LAST_STEPS = ("denoise", "jump")
+"""What the last model call of :func:`sample` drives."""
 
 _DEFAULT_WINDOW = 4
 
@@ -51,16 +72,19 @@ class SHSInfo(NamedTuple):
 
     Attributes:
         jumps: ``(B, L)`` int32, number of steps in which the position was resampled (a step
-            changes a token at most once; the final denoise draw is not counted).
+            changes a token at most once; with ``last_step="denoise"`` the final denoise draw is
+            not counted, with ``last_step="jump"`` the last step counts like any other).
         crossings: ``(B, L)`` float, the jump count ``J`` of the rule: thresholds crossed for
             ``"stratified"`` (can exceed ``jumps`` when a step carries mass >= 1), equal to
             ``jumps`` for the other rules.
         cum_hazard: ``(B, L)`` float, the cumulative jump mass :math:`\\Lambda = \\sum_k \\Delta^k`
-            along the path actually taken.
+            along the path actually taken (over the counted steps).
         nfe: int32 scalar, number of model evaluations (``num_steps``). The signal levels used
             are ``process.signal_grid(num_steps, dtype)[:-1]``.
         banned_before_denoise: ``(B,)`` int32, positions still holding a blacklisted token just
-            before the final denoise draw (which always replaces them); 0 without a blacklist.
+            before the last model call's step (the final denoise draw always replaces them; with
+            ``last_step="jump"`` a position that does not jump keeps its token, so the output can
+            still hold some); 0 without a blacklist.
         nonfinite: bool scalar, ``True`` if the model returned ``nan`` or ``+inf`` logits (or all
             of a position's allowed tokens had ``-inf``) at any step: the tokens are then not
             trustworthy.
@@ -118,6 +142,8 @@ def sample(
     num_steps: int,
     process="ctmc",
     jumps: str = "stratified",
+    jump_probability: str | None = None,
+    last_step: str = "denoise",
     window_length: int | None = None,
     blacklist: Sequence[int] | None = None,
     allocate_phases: bool = False,
@@ -130,22 +156,24 @@ def sample(
     stay-vs-replace step of ``process`` (see :mod:`jaxsample.diffusion._processes`): per position it
     yields a jump mass :math:`\\Delta` and destination weights :math:`w(y)`, the jump rule decides
     whether the position jumps, and a jumping position draws :math:`y \\sim w / \\Delta` (never its
-    current token). The last model call feeds a denoise draw
-    :math:`x_0^i \\sim p_\\theta(x_0^i \\mid x)` at every position. One model call per step for
-    every rule, and the model appears once in the compiled loop.
+    current token). The last model call (``last_step``) feeds either a denoise draw
+    :math:`x_0^i \\sim p_\\theta(x_0^i \\mid x)` at every position (``"denoise"``, the default) or
+    one more stay-vs-replace step, to signal 1, under the same jump rule (``"jump"``, the
+    authors' sampler: the SHS schedule kept to the end). One model call per step for every rule,
+    and the model appears once in the compiled loop.
 
-    Jump rules (:mod:`jaxsample.kernels.hazard`; :math:`p` is ``process.jump_probability(Δ)``,
-    Δ for the DTMC and :math:`1 - e^{-\\Delta}` for CTMC/flow):
+    Jump rules (:mod:`jaxsample.kernels.hazard`):
 
     * ``"stratified"`` — SHS (Jang & Han 2026, arXiv:2601.02799): one phase
       :math:`\\varphi \\sim U[0,1)` per position drawn once; a step jumps iff
       :math:`\\lfloor\\varphi + \\Delta\\rfloor \\ge 1`, then :math:`\\varphi \\leftarrow
       \\mathrm{frac}(\\varphi + \\Delta)`. Given the hazard path the count is
       :math:`\\lfloor\\Lambda\\rfloor` or :math:`\\lceil\\Lambda\\rceil` (variance ≤ 1/4), each step
-      still jumps with probability :math:`\\Delta` (:math:`\\Delta \\le 1`), destinations unchanged.
+      jumps with probability :math:`\\min(\\Delta, 1)`, destinations unchanged.
       **Not exact in law and not consistent** (below).
     * ``"bernoulli"`` — the baseline: an independent coin per position and step with
-      probability :math:`p`. Consistent: its law converges to the process's as the steps shrink.
+      probability :math:`p` (``jump_probability``). Consistent: its law converges to the
+      process's as the steps shrink.
     * ``"weyl"`` — the Bernoulli coins coupled across the positions of a sequence: one
       :math:`V \\sim U[0,1)` per sequence and step, position ``i`` jumps iff
       :math:`\\mathrm{frac}(V + i/\\phi) < p_i` (:math:`\\phi` the golden ratio). Each position's
@@ -157,11 +185,33 @@ def sample(
       still jumps with probability :math:`p` on a fixed path, the count per window has variance
       ≤ 1/4, and the within-window dependence it adds vanishes as the steps shrink (consistent).
 
+    The coin rules' per-step probability :math:`p` (``jump_probability``):
+
+    * ``"clipped"`` (default) — :math:`p = \\min(\\Delta, 1)`, the per-step jump probability of the
+      stratified rule itself, as the authors give their Bernoulli baseline: the two rules then
+      differ only in how the steps' jumps are coupled, which is what a comparison should
+      isolate;
+    * ``"exponential"`` — ``process.jump_probability(Δ)``: :math:`1 - e^{-\\Delta}` (at least one
+      event of a Poisson clock of mass Δ) for CTMC/flow, Δ itself for the DTMC, whose mass is
+      already a probability (both conventions agree there). Its mean jump count is below the
+      cumulative hazard at coarse steps; on the K = 4 test chain this alone moved Bernoulli's
+      TV by ≈ 0.01 at NFE 8–16 (``bench/results_shs.md`` has both conventions side by side).
+
+    Settings that reproduce the paper (authors' code): ``jumps="stratified"`` against
+    ``jumps="bernoulli"`` with the default ``jump_probability="clipped"``, ``last_step="jump"``,
+    and for a UDLM checkpoint ``process=DTMC(kernel="plugin")``. jaxsample's own choices, with the
+    reason: ``last_step="denoise"`` by default (it never leaves a position on a noise token or a
+    blacklisted one; measured sequence TV 0.176 vs 0.191 for the SHS schedule kept to the end at
+    NFE 8 on the toy chain); ``DTMC(kernel="posterior")`` by default (the exact reverse step
+    whenever the denoiser is the true posterior, as with :class:`MarkovChainData`); the
+    ``"weyl"``/``"weyl_window"`` rules and the CTMC/flow processes are jaxsample's additions.
+
     All rules split each step's key the same way, so with one seed they share the destination
     draws (an inverse-CDF draw, :func:`jaxsample.kernels.resampling.categorical`). ``num_steps``
     and ``window_length`` are traced loop values, and so are the process's float settings
-    (``CTMC.min_signal``) and ``allocate_phases``: one compilation serves every NFE, window,
-    signal floor and allocation setting.
+    (``CTMC.min_signal``), ``allocate_phases``, ``jump_probability`` and ``last_step``: one
+    compilation serves every NFE, window, signal floor, allocation, coin convention and last
+    step (the jump rule and ``DTMC(kernel=...)`` are static).
 
     Caveat (measured, see ``bench/results_shs.md``): SHS is not distribution-exact. The first
     jump of a position happens when its cumulative mass reaches :math:`1 - U`, a linear rather
@@ -191,9 +241,14 @@ def sample(
         vocab_size: ``K >= 2``.
         seq_len: ``L >= 1``.
         num_samples: ``B >= 1``.
-        num_steps: number of model evaluations (NFE) ``>= 1``; ``1`` is a single denoise draw.
-        process: ``"ctmc"``, ``"dtmc"``, ``"flow"`` or a :class:`CTMC`/:class:`DTMC`/:class:`Flow`.
+        num_steps: number of model evaluations (NFE) ``>= 1``; ``1`` is a single denoise draw
+            (``last_step="denoise"``) or a single step from noise to signal 1 (``"jump"``).
+        process: ``"ctmc"``, ``"dtmc"``, ``"flow"`` or a :class:`CTMC`/:class:`DTMC`/:class:`Flow`
+            (e.g. ``DTMC(kernel="plugin")``).
         jumps: one of :data:`JUMP_RULES`.
+        jump_probability: ``"clipped"`` (default) or ``"exponential"``: the coin rules'
+            per-step probability (above); not a setting of ``jumps="stratified"``.
+        last_step: ``"denoise"`` (default) or ``"jump"``: what the last model call drives.
         window_length: steps per window of ``jumps="weyl_window"`` (``>= 1``, default 4); only
             with that rule.
         blacklist: token ids never to generate, or ``None``.
@@ -227,6 +282,12 @@ def sample(
     num_steps = check_int("num_steps", num_steps, 1)
     process = _resolve_process(process)
     jumps = check_choice("jumps", jumps, JUMP_RULES)
+    if jump_probability is not None and jumps == "stratified":
+        raise ValueError("jump_probability is a setting of the coin rules ('bernoulli', 'weyl', "
+                         f"'weyl_window'), got jumps={jumps!r}")
+    jump_probability = check_choice("jump_probability", "clipped" if jump_probability is None
+                                    else jump_probability, JUMP_PROBABILITIES)
+    last_step = check_choice("last_step", last_step, LAST_STEPS)
     if window_length is not None and jumps != "weyl_window":
         raise ValueError(f"window_length is a setting of jumps='weyl_window', got jumps={jumps!r}")
     window_length = check_int("window_length", _DEFAULT_WINDOW if window_length is None
@@ -249,13 +310,21 @@ def sample(
         jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(jnp.float64)),
     ), (*shape, vocab_size))
     return _sample(
-        key, denoiser, process, jumps, banned, jnp.asarray(allocate_phases), sharding, shape,
+        key, denoiser, process, jumps, jnp.asarray(jump_probability == "exponential"),
+        jnp.asarray(last_step == "jump"), banned, jnp.asarray(allocate_phases), sharding, shape,
         vocab_size, jnp.asarray(num_steps, jnp.int32), jnp.asarray(window_length, jnp.int32),
         jnp.dtype(probe.dtype),
     )
 
 
-def _stay_or_replace(key, tokens, phase, log_weights, jump_probability, jumps, window_start,
+def _coin_probability(process, exponential, jump_mass):
+    """Per-step probability ``p`` of the coin rules: ``process.jump_probability(Δ)`` where
+    ``exponential`` (a traced boolean scalar) is set, ``min(Δ, 1)`` otherwise."""
+    return jnp.where(exponential, process.jump_probability(jump_mass),
+                     jnp.minimum(jump_mass, 1))
+
+
+def _stay_or_replace(key, tokens, phase, log_weights, coin_probability, jumps, window_start,
                      force=False):
     """One stay-vs-replace step shared by every rule: only the jump decision differs.
 
@@ -273,10 +342,10 @@ def _stay_or_replace(key, tokens, phase, log_weights, jump_probability, jumps, w
         jump = crossings >= 1
     elif jumps == "weyl_window":
         jump, crossings, phase = hazard.weyl_window_jumps(
-            coin_key, phase, jump_probability(jump_mass), window_start)
+            coin_key, phase, coin_probability(jump_mass), window_start)
     else:
         rule = hazard.bernoulli_jumps if jumps == "bernoulli" else hazard.weyl_jumps
-        jump = rule(coin_key, jump_probability(jump_mass))
+        jump = rule(coin_key, coin_probability(jump_mass))
         crossings = jump.astype(jump_mass.dtype)
     jump = jump | force
     proposal = resampling.categorical(dest_key, log_weights)
@@ -284,8 +353,8 @@ def _stay_or_replace(key, tokens, phase, log_weights, jump_probability, jumps, w
 
 
 @eqx.filter_jit
-def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vocab_size,
-            num_steps, window_length, dtype):
+def _sample(key, denoiser, process, jumps, exponential, jump_last, banned, allocate, sharding,
+            shape, vocab_size, num_steps, window_length, dtype):
     constrain = (lambda x: x) if sharding is None else (
         lambda x: jax.lax.with_sharding_constraint(x, sharding)
     )
@@ -312,26 +381,32 @@ def _sample(key, denoiser, process, jumps, banned, allocate, sharding, shape, vo
         phase = jnp.zeros(shape, dtype)
     phase = constrain(phase)
 
+    def coin_probability(jump_mass):
+        return _coin_probability(process, exponential, jump_mass)
+
     def step(index, carry):
         tokens, phase, jump_counts, crossings, cum_hazard, banned_left, nonfinite = carry
         with jax.named_scope("shs_step"):
-            # the last model call feeds the denoise draw: every position redrawn from the
-            # posterior, so the model is traced once for the whole loop
             last = index == num_steps - 1
             signal = process.signal_at(index, num_steps, dtype)
             next_signal = process.signal_at(index + 1, num_steps, dtype)
             log_posterior, bad = posterior(tokens, signal)
+            # with last_step="denoise" the last model call feeds the denoise draw (every
+            # position redrawn from the posterior), with "jump" one more step to signal 1;
+            # ``jump_last`` is traced, so the model is traced once for the loop and both
+            # settings share one compilation
+            denoise = last & jnp.logical_not(jump_last)
             log_weights = jnp.where(
-                last, log_posterior,
+                denoise, log_posterior,
                 process.log_jump_weights(log_posterior, tokens, signal, next_signal))
+            force, counted = denoise, jnp.logical_not(denoise)
             if banned is not None:
                 banned_left = jnp.where(last, jnp.sum(banned[tokens], axis=-1, dtype=jnp.int32),
                                         banned_left)
             new_tokens, phase, jump, n, jump_mass = _stay_or_replace(
                 jax.random.fold_in(steps_key, index), tokens, phase, log_weights,
-                process.jump_probability, jumps, index % window_length == 0, force=last,
+                coin_probability, jumps, index % window_length == 0, force=force,
             )
-            counted = jnp.logical_not(last)
             zero = jnp.zeros((), dtype)
             return (
                 constrain(new_tokens),

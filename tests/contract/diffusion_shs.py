@@ -51,9 +51,10 @@ def _integer_logits(tokens, signal):
 
 
 _NOTE = ("sample(key, denoiser, *, vocab_size, seq_len, num_samples, num_steps, process, jumps, "
-         "window_length, blacklist, allocate_phases, sharding) -> (tokens int32, SHSInfo). "
-         "Traced hyper-parameter: CTMC.min_signal, the signal level of the first model call; "
-         "num_steps and window_length are traced loop values too (tests/test_shs.py).")
+         "jump_probability, last_step, window_length, blacklist, allocate_phases, sharding) -> "
+         "(tokens int32, SHSInfo). Traced hyper-parameter: CTMC.min_signal, the signal level of "
+         "the first model call; num_steps and window_length are traced loop values, "
+         "jump_probability and last_step traced switches (tests/test_shs.py).")
 
 ENTRIES = [
     Entry(
@@ -77,6 +78,11 @@ ENTRIES = [
             BadInput(_call(jumps="weyl_window", window_length=0), ValueError, "window_length"),
             BadInput(_call(jumps="weyl_window", window_length=2.0), TypeError, "window_length"),
             BadInput(_call(jumps="weyl", window_length=4), ValueError, "window_length"),
+            BadInput(_call(jump_probability="clipped"), ValueError, "jump_probability"),
+            BadInput(_call(jumps="bernoulli", jump_probability="poisson"), ValueError,
+                     "jump_probability"),
+            BadInput(_call(last_step="final"), ValueError, "last_step"),
+            BadInput(lambda: shs.DTMC(kernel="udlm"), ValueError, "kernel"),
             BadInput(_call(blacklist=[0, 1, 2]), ValueError, "whole vocabulary"),
             BadInput(_call(blacklist=[3]), ValueError, "blacklist"),
             BadInput(_call(blacklist=[0.5]), TypeError, "blacklist"),
