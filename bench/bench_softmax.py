@@ -7,10 +7,12 @@ the within-cluster score spread is comparable to the spread of centroid scores. 
 logits s_i = q·x_i / tau, random queries of norm 2.
 
 1. Sampling: one k-means index per N (K0 = 1024 at N = 1e5, 4096 at 1e6), split to the cap of
-   ``recommended_sizes`` for 1 and for 64 draws per query. Peers on the same queries: the exact
-   draw over all N logits by inverse CDF (``baselines.exact_sample``: softmax, cumulative sum,
-   one uniform per draw) and by ``jax.random.categorical`` (Gumbel-max). Quality: mean TV and
-   KL(p || q) between the exact softmax p and each proposal q, by enumeration over all N items.
+   ``SoftmaxIndex.recommended_sizes`` for 1 and for 64 draws per query; SD-2LS with the diagonal
+   and with a rank-4 covariance (bench_softmax_protocol.py runs the full covariance). Peers on the
+   same queries: the exact draw over all N logits by inverse CDF (``baselines.exact_sample``:
+   softmax, cumulative sum, one uniform per draw) and by ``jax.random.categorical``
+   (Gumbel-max). Quality: mean TV and KL(p || q) between the exact softmax p and each
+   proposal q, by enumeration over all N items.
 2. k-means at N = 1e6, d = 64, K = 4096: seconds per Lloyd iteration as % of the measured matmul
    bound (2 N K d flops per iteration); scikit-learn's ``KMeans`` (Lloyd, same seeding and
    iteration count) when installed.
@@ -55,9 +57,8 @@ def matmul_gflops(n=2048):
 
 
 def divergences(index, queries, variant):
-    log_p = softmax.exact_log_probs(index, queries, temperature=TAU, chunk_size=4)
-    log_q = softmax.proposal_log_probs(index, queries, variant=variant, temperature=TAU,
-                                       chunk_size=4)
+    log_p = index.exact_log_probs(queries, temperature=TAU, chunk_size=4)
+    log_q = index.proposal_log_probs(queries, variant=variant, temperature=TAU, chunk_size=4)
     p = jnp.exp(log_p)
     tv = 0.5 * jnp.sum(jnp.abs(p - jnp.exp(log_q)), axis=1)
     kl = jnp.sum(jnp.where(p > 0, p * (log_p - log_q), 0.0), axis=1)
@@ -70,14 +71,14 @@ def sampling_table(n, d, k0, num_time, num_eval, variants, gumbel_many, draw_cou
     x, _ = clustered_embeddings(k_items, n, d)
     t0 = time.perf_counter()
     base, base_info = softmax.build_index(k_means, x, num_clusters=k0, max_cluster_size=n,
-                                          max_iterations=10)
+                                          rank=0, max_iterations=10)
     build_seconds = time.perf_counter() - t0
     queries, eval_queries = make_queries(k_q, num_time, d), make_queries(k_eval, num_eval, d)
     rows, notes, speedups, quality = [], [], {}, {}
     for draws in draw_counts:
-        cap = softmax.recommended_sizes(n, num_samples=draws)[1]
+        cap = softmax.SoftmaxIndex.recommended_sizes(n, num_samples=draws)[1]
         indices = {"diag": softmax.index_from_clusters(x, base.cluster_ids,
-                                                       max_cluster_size=cap)[0]}
+                                                       max_cluster_size=cap, rank=0)[0]}
         if "sd rank 4" in variants:
             indices["rank 4"] = softmax.index_from_clusters(x, base.cluster_ids,
                                                             max_cluster_size=cap, rank=4)[0]
@@ -111,8 +112,9 @@ def sampling_table(n, d, k0, num_time, num_eval, variants, gumbel_many, draw_cou
                  "is the speed-up over jax.random.categorical (Gumbel-max) where it was timed")
     notes.append(f"index: k-means K0={k0} (k-means++ seeding, 10 Lloyd iterations, "
                  f"{build_seconds:.0f} s incl. compilation, converged: "
-                 f"{bool(base_info.solver.converged)}), then split to recommended_sizes(N, S)'s "
-                 f"cap for each S timed ({', '.join(map(str, draw_counts))} draws per query)")
+                 f"{bool(base_info.solver.converged)}), then split to "
+                 f"SoftmaxIndex.recommended_sizes(N, S)'s cap for each S timed "
+                 f"({', '.join(map(str, draw_counts))} draws per query)")
     return rows, notes, speedups, quality
 
 

@@ -81,10 +81,9 @@ def _seed(key, points, num_clusters, init, origin):
     return jax.lax.fori_loop(1, num_clusters, pick, (centres, dist))[0]
 
 
-@functools.partial(jax.jit, static_argnames=("num_clusters", "init", "batch_size", "chunk_size"))
 def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
            init: str = "kmeans++", batch_size: int | None = None,
-           chunk_size: int | None = None) -> KMeansOutput:
+           chunk_size: int | None = None, progress=None) -> KMeansOutput:
     """k-means with chunked assignments: one matrix product per chunk of points.
 
     Seeding: ``"kmeans++"`` (D² sampling, Arthur & Vassilvitskii 2007, on a uniform random subset
@@ -116,6 +115,10 @@ def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
         init: ``"kmeans++"`` or ``"random"``.
         batch_size: points per mini-batch step; None for full-batch Lloyd.
         chunk_size: points per assignment chunk; None for all at once.
+        progress: a progress meter (``report(step, num_steps)``, :mod:`jaxsample.progress`)
+            called from inside the compiled loop after every iteration, or None (nothing
+            added). With a meter, ``max_iterations`` must be a Python int (it is the meter's
+            ``num_steps``); a run that converges early stops short of it.
 
     Returns:
         :class:`KMeansOutput`.
@@ -127,6 +130,20 @@ def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
         >>> out.centres.shape, out.assignment.shape, int(out.num_iterations) <= 20
         ((30, 8), (1000,), True)
     """
+    num_steps = None if progress is None else int(max_iterations)
+    return _kmeans(key, points, num_clusters, max_iterations, tolerance, init=init,
+                   batch_size=batch_size, chunk_size=chunk_size, progress=progress,
+                   num_steps=num_steps)
+
+
+@functools.partial(jax.jit, static_argnames=("num_clusters", "init", "batch_size", "chunk_size",
+                                             "progress", "num_steps"))
+def _kmeans(key, points, num_clusters, max_iterations, tolerance, *, init, batch_size,
+            chunk_size, progress, num_steps):
+    def report(it):
+        if progress is not None:
+            progress.report(it, num_steps)
+
     with jax.named_scope("kmeans"):
         n, d = points.shape
         dtype = points.dtype
@@ -151,6 +168,7 @@ def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
                 sums, counts = sums_and_counts(points, ids)
                 safe = jnp.maximum(counts, jnp.ones((), dtype))[:, None]
                 centres = jnp.where(counts[:, None] > 0, sums / safe, centres)
+                report(it + 1)
                 return it + 1, centres, ids, new_objective, converged
 
             state = (jnp.zeros((), jnp.int32), centres, jnp.zeros(n, jnp.int32),
@@ -171,6 +189,7 @@ def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
             safe = jnp.maximum(counts, jnp.ones((), dtype))[:, None]
             new = centres + (sums - batch_counts[:, None] * centres) / safe
             shift = jnp.mean(sq_norms(new - centres))
+            report(it + 1)
             return it + 1, new, counts, shift <= tol * spread
 
         state = (jnp.zeros((), jnp.int32), centres, jnp.zeros(num_clusters, dtype),

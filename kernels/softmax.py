@@ -21,16 +21,27 @@ Sampling, SPIGM @ ICML 2026):
 
 ``Sigma_c`` (population covariance, 1/n_c) is stored as ``diag(dispersion_diag_c) + F_c^T F_c``
 with ``F_c`` of shape ``(r, d)``: ``r = 0`` is the diagonal approximation, ``0 < r < d`` a top-r
-PCA with an isotropic residual, ``r = d`` the full covariance. Query time is
-``O(K (r + 1) d + S m d)`` for S draws from K clusters of at most m members, against ``O(N d)``
-for the exact softmax.
+PCA with an isotropic residual, ``r = d`` the full covariance (the paper's SD-2LS).
 
-Both stages draw by inverse CDF (:func:`jaxsample.kernels.resampling.categorical`, one uniform per
-draw): ``jax.random.categorical`` spends one Gumbel per category, ``S (K + m)`` per query, which was
-most of the cost of a many-draw call. The members of a cluster are one contiguous slab of
-``ClusterStats.sorted_embeddings`` (the table ordered by cluster), so a draw reads m rows with one
-dynamic slice; on CPU a loop of such slices beat XLA's batched gather of the same rows by 8x for
-large slabs (``sequential=True``), while accelerators gather all slabs at once.
+**Ragged clusters.** The members of a cluster are one contiguous run of
+``ClusterStats.sorted_embeddings`` (the table ordered by cluster). The item stage streams that run
+in blocks of ``b`` rows (the block size, a static shape): per block one ``(b, d)`` dynamic slice,
+its scores, their log-sum-exp, and a one-uniform weighted-reservoir update (the running pick is
+replaced by the block's own inverse-CDF pick with probability ``Z_block / Z_so_far``; the same
+uniform, rescaled, makes the pick inside the block), so a draw from cluster c costs
+``O(ceil(n_c / b) b d)``, not ``O(max_c n_c d)``: uneven partitions cost what their clusters
+weigh. The pick is exact: item ``i`` of block ``k`` survives with probability
+``(Z_k / Z_{<=k}) (e^{s_i} / Z_k) prod_{j > k} (Z_{<j} / Z_{<=j}) = e^{s_i} / Z_c``.
+Query time is ``O(K (r + 1) d)`` for the cluster logits plus ``O(n_c d)`` per draw, against
+``O(N d)`` for the exact softmax.
+
+**Exclusion.** Items can be removed per query (``excluded``: ``(B, E)`` item ids sorted
+ascending, ``-1`` for padding): inside a cluster the excluded members get no mass, and a cluster
+whose members are all excluded gets logit ``-inf``; the other cluster logits are unchanged. The
+proposal is then ``log q_E(i) = log_softmax(l_E)_{c(i)} + s_i - log Z^E_{c(i)}`` with
+``Z^E_c`` the mass of the cluster's remaining members, exact and normalised over the remaining
+items; membership is a binary search in the sorted list (``O(b log E)`` per block) and the
+exhausted clusters are counted in ``O(E)``, so exclusion adds no pass over other clusters.
 
 Inputs are valid: the public entry points (:mod:`jaxsample.softmax.two_level`) checked them.
 """
@@ -45,21 +56,22 @@ import jax.numpy as jnp
 
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.logspace import segment_logsumexp
-from jaxsample.kernels.resampling import categorical
+from jaxsample.kernels.resampling import categorical, inverse_cdf
 
 __all__ = [
     "VARIANTS",
     "ClusterStats",
+    "block_size",
     "cluster_logits",
-    "cluster_members",
     "cluster_stats",
     "draw_clusters",
     "draw_members",
-    "split_keys",
     "exact_log_partition",
     "exact_log_probs",
+    "exhausted_clusters",
     "sampled_softmax_logits",
     "split_clusters",
+    "split_keys",
     "two_level_log_prob",
     "two_level_log_probs_all",
     "two_level_sample",
@@ -76,60 +88,32 @@ class ClusterStats(NamedTuple):
         mean: ``(K, d)`` cluster means ``mu_c`` (zero for an empty cluster).
         dispersion_diag: ``(K, d)`` diagonal part of ``Sigma_c``.
         dispersion_factors: ``(K, r, d)`` low-rank part, ``Sigma_c ~ diag + F_c^T F_c``.
-        members: ``(K, m)`` int32 item ids of each cluster, padded with 0.
-        mask: ``(K, m)`` bool, False on padding.
-        sorted_embeddings: ``(N + m, d)`` the item table ordered by cluster (stable), then m zero
-            rows: cluster c occupies rows ``starts[c] .. starts[c] + n_c``, so its m member slots
-            are one contiguous slab (``members[c, j]`` is the id of row ``starts[c] + j``).
+        sizes: ``(K,)`` int32 ``n_c``.
         starts: ``(K,)`` int32 first row of each cluster in ``sorted_embeddings``.
+        sorted_ids: ``(N,)`` int32 item ids ordered by cluster (stable): row ``starts[c] + j`` of
+            the sorted table is item ``sorted_ids[starts[c] + j]``.
+        sorted_embeddings: ``(N + b, d)`` the item table ordered by cluster, then ``b`` zero rows
+            (``b`` is the block size of the item stage, :func:`block_size`), so every block of
+            ``b`` rows starting inside the table is in bounds.
     """
 
     log_size: jax.Array
     mean: jax.Array
     dispersion_diag: jax.Array
     dispersion_factors: jax.Array
-    members: jax.Array
-    mask: jax.Array
-    sorted_embeddings: jax.Array
+    sizes: jax.Array
     starts: jax.Array
+    sorted_ids: jax.Array
+    sorted_embeddings: jax.Array
+
+
+def block_size(stats: ClusterStats) -> int:
+    """The rows ``b`` the item stage reads at a time (static: set by the shapes)."""
+    return stats.sorted_embeddings.shape[0] - stats.sorted_ids.shape[0]
 
 
 def _sizes(cluster_ids, num_clusters):
     return jnp.zeros(num_clusters, jnp.int32).at[cluster_ids].add(1)
-
-
-@functools.partial(jax.jit, static_argnames=("num_clusters", "max_cluster_size"))
-def cluster_members(cluster_ids, num_clusters: int, max_cluster_size: int):
-    """Padded member table of a clustering.
-
-    A stable argsort by cluster id gives each item its rank inside its cluster (position minus the
-    cluster's start offset); items are scattered to ``members[c, rank]``.
-
-    Args:
-        cluster_ids: ``(N,)`` integer ids in ``[0, num_clusters)``.
-        num_clusters: K, a Python int.
-        max_cluster_size: m, a Python int ``>=`` the largest cluster size.
-
-    Returns:
-        ``(members, mask)`` of shapes ``(K, m)`` (int32, padded with 0) and ``(K, m)`` (bool).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> members, mask = cluster_members(jnp.array([1, 0, 1]), 2, 2)
-        >>> members.tolist(), mask.tolist()
-        ([[1, 0], [0, 2]], [[True, False], [True, True]])
-    """
-    cluster_ids = cluster_ids.astype(jnp.int32)
-    sizes = _sizes(cluster_ids, num_clusters)
-    starts = jnp.cumsum(sizes) - sizes
-    order = jnp.argsort(cluster_ids, stable=True).astype(jnp.int32)
-    sorted_ids = cluster_ids[order]
-    ranks = jnp.arange(cluster_ids.shape[0], dtype=jnp.int32) - starts[sorted_ids]
-    members = jnp.zeros((num_clusters, max_cluster_size), jnp.int32)
-    members = members.at[sorted_ids, ranks].set(order, mode="drop")
-    mask = jnp.zeros((num_clusters, max_cluster_size), bool)
-    mask = mask.at[sorted_ids, ranks].set(True, mode="drop")
-    return members, mask
 
 
 @functools.partial(jax.jit, static_argnames=("num_clusters", "max_cluster_size"))
@@ -197,14 +181,28 @@ def split_clusters(embeddings, cluster_ids, num_clusters: int, max_cluster_size:
         return (offsets[cluster_ids] + piece).astype(jnp.int32), jnp.sum(pieces)
 
 
+def _block_table(sizes, starts, block: int, num_blocks: int):
+    """``(cluster, first_row, rows)`` of every block of every cluster, padded to ``num_blocks``
+    entries (padding blocks have 0 rows): cluster c has ``ceil(n_c / b)`` blocks."""
+    per_cluster = (sizes + block - 1) // block
+    first_block = jnp.cumsum(per_cluster, dtype=jnp.int32) - per_cluster
+    total = jnp.sum(per_cluster, dtype=jnp.int32)
+    t = jnp.arange(num_blocks, dtype=jnp.int32)
+    found = jnp.searchsorted(first_block + per_cluster, t, side="right").astype(jnp.int32)
+    cluster = jnp.clip(found, 0, sizes.shape[0] - 1)
+    offset = (t - first_block[cluster]) * block
+    rows = jnp.where(t < total, jnp.clip(sizes[cluster] - offset, 0, block), 0)
+    return cluster, starts[cluster] + offset, rows
+
+
 @functools.partial(
-    jax.jit, static_argnames=("num_clusters", "max_cluster_size", "rank", "chunk_size")
+    jax.jit, static_argnames=("num_clusters", "block", "rank", "chunk_size")
 )
 def cluster_stats(
     embeddings,
     cluster_ids,
     num_clusters: int,
-    max_cluster_size: int,
+    block: int,
     rank: int = 0,
     chunk_size: int | None = None,
 ) -> ClusterStats:
@@ -213,21 +211,22 @@ def cluster_stats(
     Means and diagonal variances use ``jax.ops.segment_sum``; the variance is two-pass,
     ``segment_sum((x - mu_{c(i)})^2) / n_c``, to avoid the cancellation of ``E[x^2] - mu^2``.
     For ``rank > 0`` each cluster's covariance ``Sigma_c = X_c^T X_c / n_c`` (centred members) is
+    accumulated block by block over the sorted table (``O(N d^2)`` work, ``ceil(n_c / b)``
+    ``(b, d)`` blocks per cluster, ``max(1, chunk_size // b)`` blocks per step; ``K d^2`` memory),
     eigendecomposed, ``Sigma_c = sum_k w_k u_k u_k^T``, and replaced by its top-r part plus an
     isotropic residual ``rho_c = (tr Sigma_c - sum_{k<=r} w_k) / (d - r)``:
     ``Sigma_c ~ rho_c I + sum_{k<=r} (w_k - rho_c) u_k u_k^T``, stored as
     ``dispersion_diag = rho_c`` and ``dispersion_factors = sqrt(w_k - rho_c) u_k``. ``rank = d`` is
-    the exact covariance. Covariances are built a block of clusters at a time through
-    :func:`jaxsample.kernels.chunking.map_rows`: ``max(1, chunk_size // m)`` clusters, so about
-    ``chunk_size`` gathered items (``chunk_size * d`` floats) are in flight; all at once if None.
+    the exact covariance.
 
     Args:
         embeddings: ``(N, d)`` float item table.
         cluster_ids: ``(N,)`` integer ids in ``[0, num_clusters)``.
         num_clusters: K, a Python int.
-        max_cluster_size: m, a Python int ``>=`` the largest cluster size.
+        block: b >= 1, the item stage's block size (a Python int).
         rank: r in ``[0, d]``, a Python int; 0 keeps the diagonal of ``Sigma_c``.
-        chunk_size: items per chunk for ``rank > 0`` (rounded to whole clusters).
+        chunk_size: rows per covariance step for ``rank > 0`` (rounded to whole blocks); all
+            blocks at once if None.
 
     Returns:
         :class:`ClusterStats` in the dtype of ``embeddings``.
@@ -235,23 +234,21 @@ def cluster_stats(
     Example:
         >>> import jax.numpy as jnp
         >>> stats = cluster_stats(jnp.array([[0.0], [1.0], [2.0]]), jnp.array([0, 0, 1]), 2, 2)
-        >>> stats.mean.tolist(), stats.dispersion_diag.tolist(), stats.members.tolist()
-        ([[0.5], [2.0]], [[0.25], [0.0]], [[0, 1], [2, 0]])
+        >>> stats.mean.tolist(), stats.dispersion_diag.tolist(), stats.sorted_ids.tolist()
+        ([[0.5], [2.0]], [[0.25], [0.0]], [0, 1, 2])
     """
     with jax.named_scope("cluster_stats"):
         n, d = embeddings.shape
         dtype = embeddings.dtype
         cluster_ids = cluster_ids.astype(jnp.int32)
-        sizes = jax.ops.segment_sum(jnp.ones(n, dtype), cluster_ids, num_segments=num_clusters)
+        counts = _sizes(cluster_ids, num_clusters)
+        sizes = counts.astype(dtype)
         safe_sizes = jnp.maximum(sizes, jnp.ones((), dtype))[:, None]
         mean = jax.ops.segment_sum(embeddings, cluster_ids, num_segments=num_clusters) / safe_sizes
         log_size = jnp.where(sizes > 0, jnp.log(safe_sizes[:, 0]), -jnp.inf).astype(dtype)
-        members, mask = cluster_members(cluster_ids, num_clusters, max_cluster_size)
-        counts = _sizes(cluster_ids, num_clusters)
         starts = (jnp.cumsum(counts) - counts).astype(jnp.int32)
-        order = jnp.argsort(cluster_ids, stable=True)
-        sorted_embeddings = jnp.concatenate(
-            [embeddings[order], jnp.zeros((max_cluster_size, d), dtype)])
+        order = jnp.argsort(cluster_ids, stable=True).astype(jnp.int32)
+        sorted_embeddings = jnp.concatenate([embeddings[order], jnp.zeros((block, d), dtype)])
 
         if rank == 0:
             centred = embeddings - mean[cluster_ids]
@@ -259,29 +256,36 @@ def cluster_stats(
             diag = diag / safe_sizes
             factors = jnp.zeros((num_clusters, 0, d), dtype)
         else:
+            num_blocks = -(-n // block) + num_clusters  # sum_c ceil(n_c / b) never exceeds it
+            per_step = num_blocks if chunk_size is None else max(1, chunk_size // block)
+            num_blocks = -(-num_blocks // per_step) * per_step
+            table = _block_table(counts, starts, block, num_blocks)
+            offsets = jnp.arange(block, dtype=jnp.int32)
 
-            def low_rank(ids, member_mask, centre, size):
-                centred = jnp.where(member_mask[..., None], embeddings[ids] - centre[:, None, :],
-                                    0)
-                cov = jnp.einsum("cmi,cmj->cij", centred, centred) / size[:, None, None]
-                eigvals, eigvecs = jnp.linalg.eigh(cov)  # ascending
-                top_vals = jnp.maximum(eigvals[:, d - rank:], 0)
-                top_vecs = eigvecs[:, :, d - rank:]
-                if rank < d:
-                    trace = jnp.trace(cov, axis1=1, axis2=2)
-                    resid = jnp.maximum(trace - jnp.sum(top_vals, axis=1), 0) / (d - rank)
-                else:
-                    resid = jnp.zeros(ids.shape[:1], dtype)
-                scales = jnp.sqrt(jnp.maximum(top_vals - resid[:, None], 0))
-                diag = jnp.broadcast_to(resid[:, None], (ids.shape[0], d))
-                return diag, jnp.swapaxes(top_vecs * scales[:, None, :], 1, 2)
+            def gram(cluster, first, rows):
+                x = jax.lax.dynamic_slice_in_dim(sorted_embeddings, first, block)
+                x = jnp.where((offsets < rows)[:, None], x - mean[cluster][None, :], 0)
+                return x.T @ x
 
-            clusters_per_chunk = None if chunk_size is None else max(
-                1, chunk_size // max_cluster_size)
-            diag, factors = map_rows(low_rank, members, mask, mean, safe_sizes[:, 0],
-                                     chunk_size=clusters_per_chunk)
-        return ClusterStats(log_size, mean, diag.astype(dtype), factors.astype(dtype), members,
-                            mask, sorted_embeddings, starts)
+            def step(cov, blocks):
+                return cov.at[blocks[0]].add(jax.vmap(gram)(*blocks)), None
+
+            grouped = jax.tree.map(lambda a: a.reshape(-1, per_step), table)
+            cov, _ = jax.lax.scan(step, jnp.zeros((num_clusters, d, d), dtype), grouped)
+            cov = cov / safe_sizes[:, :, None]
+            eigvals, eigvecs = jnp.linalg.eigh(cov)  # ascending
+            top_vals = jnp.maximum(eigvals[:, d - rank:], 0)
+            top_vecs = eigvecs[:, :, d - rank:]
+            if rank < d:
+                trace = jnp.trace(cov, axis1=1, axis2=2)
+                resid = jnp.maximum(trace - jnp.sum(top_vals, axis=1), 0) / (d - rank)
+            else:
+                resid = jnp.zeros(num_clusters, dtype)
+            scales = jnp.sqrt(jnp.maximum(top_vals - resid[:, None], 0))
+            diag = jnp.broadcast_to(resid[:, None], (num_clusters, d))
+            factors = jnp.swapaxes(top_vecs * scales[:, None, :], 1, 2)
+        return ClusterStats(log_size, mean, diag.astype(dtype), factors.astype(dtype), counts,
+                            starts, order, sorted_embeddings)
 
 
 @functools.partial(jax.jit, static_argnames=("variant",))
@@ -289,8 +293,8 @@ def cluster_logits(stats: ClusterStats, query, variant: str, temperature):
     """Cluster logits ``l`` of one query under a rule in :data:`VARIANTS`.
 
     ``"2ls"``: ``q·mu_c / tau``; ``"s"``: ``+ log n_c``; ``"sd"``: ``+ log n_c +
-    q^T Sigma_c q / (2 tau^2)`` with ``q^T Sigma_c q = dispersion_diag_c · q^2 + |F_c q|^2``.
-    Empty clusters get ``-inf`` under every rule.
+    q^T Sigma_c q / (2 tau^2)`` with ``q^T Sigma_c q = dispersion_diag_c · q^2 + |F_c q|^2``
+    (``O(K (r + 1) d)``). Empty clusters get ``-inf`` under every rule.
 
     Args:
         stats: :class:`ClusterStats` with K clusters in dimension d.
@@ -320,20 +324,87 @@ def cluster_logits(stats: ClusterStats, query, variant: str, temperature):
         return jnp.where(jnp.isneginf(stats.log_size), -jnp.inf, logits)
 
 
-def _slab_logits(stats: ClusterStats, cluster, query, tau):
-    """Exact logits ``s_i`` of one cluster's m member slots (``-inf`` on padding): one
-    contiguous ``(m, d)`` slab of ``sorted_embeddings`` times the query."""
-    width = stats.members.shape[1]
-    rows = jax.lax.dynamic_slice_in_dim(stats.sorted_embeddings, stats.starts[cluster], width)
-    return jnp.where(stats.mask[cluster], rows @ query / tau, -jnp.inf)
+def exhausted_clusters(stats: ClusterStats, cluster_ids, excluded):
+    """``(B, K)`` bool: every member of the cluster is in the query's excluded list.
+
+    ``excluded``: ``(B, E)`` item ids sorted ascending, ``-1`` for padding (repeats allowed);
+    ``O(E)`` per query: the distinct excluded items are counted per cluster and compared with
+    ``n_c``.
+    """
+    cluster_ids = jnp.asarray(cluster_ids)
+
+    def one(row):
+        distinct = (row >= 0) & jnp.concatenate([jnp.ones((1,), bool), row[1:] != row[:-1]])
+        counts = jnp.zeros(stats.sizes.shape, jnp.int32).at[
+            cluster_ids[jnp.maximum(row, 0)]].add(distinct.astype(jnp.int32))
+        return (counts >= stats.sizes) & (stats.sizes > 0)
+
+    return jax.vmap(one)(excluded)
 
 
-def _per_draw(fn, stats, clusters, queries, tau, sequential, *extra):
-    """``fn(slab_logits, cluster, *extra[b, s])`` for every pair (query b, ``clusters[b, s]``).
+def _is_excluded(ids, excluded):
+    """``ids`` (any shape) found in the sorted 1-d ``excluded`` (binary search)."""
+    if excluded.shape[0] == 0:
+        return jnp.zeros(ids.shape, bool)
+    ids = ids.astype(excluded.dtype)
+    where = jnp.clip(jnp.searchsorted(excluded, ids), 0, excluded.shape[0] - 1)
+    return excluded[where] == ids
 
-    ``sequential``: one ``lax.map`` step per pair, each reading one contiguous slab (on CPU a
-    dynamic slice is a memory copy, while a batched gather of the same rows ran 8x slower);
-    otherwise all slabs at once (one gather, the fast path on accelerators).
+
+def _stream(stats: ClusterStats, cluster, query, tau, excluded=None, key=None):
+    """One pass over cluster ``c``'s rows in blocks of ``b``: ``(log Z^E_c, item, s_item)``.
+
+    ``log Z^E_c`` is the log-sum-exp of the scores of the members not in ``excluded`` (a sorted
+    ``(E,)`` row, or None); with a ``key`` the pass also draws ``item ~ exp(s_i - log Z^E_c)``
+    by the one-uniform weighted reservoir of the module docstring (one uniform per block, from
+    ``fold_in(key, block)``); without one ``item`` is -1.
+    """
+    block = block_size(stats)
+    start, size = stats.starts[cluster], stats.sizes[cluster]
+    offsets = jnp.arange(block, dtype=jnp.int32)
+    dtype = query.dtype
+    neg_inf = jnp.asarray(-jnp.inf, dtype)
+
+    def body(k, carry):
+        total, row, logit = carry
+        first = start + k * block
+        rows = jax.lax.dynamic_slice_in_dim(stats.sorted_embeddings, first, block)
+        valid = k * block + offsets < size
+        if excluded is not None:
+            ids = jnp.take(stats.sorted_ids, first + offsets, mode="fill", fill_value=-1)
+            valid = valid & ~_is_excluded(ids, excluded)
+        scores = jnp.where(valid, rows @ query / tau, neg_inf)
+        block_mass = jax.nn.logsumexp(scores)
+        new_total = jnp.logaddexp(total, block_mass)
+        if key is None:
+            return new_total, row, logit
+        empty = jnp.isneginf(block_mass)  # an all-excluded block: never taken, NaN-free
+        accept = jnp.where(empty, 0, jnp.exp(block_mass - jnp.where(empty, 0, new_total)))
+        u = jax.random.uniform(jax.random.fold_in(key, k), (), dtype)
+        take = u < accept
+        # given u < accept, u / accept is uniform on [0, 1): it makes the pick inside the block
+        j = inverse_cdf(jnp.exp(scores - jnp.where(empty, 0, block_mass)),
+                        jnp.minimum(u / jnp.where(take, accept, 1), 1))
+        return (new_total, jnp.where(take, first + j, row),
+                jnp.where(take, scores[j], logit))
+
+    num = (size + block - 1) // block
+    init = (neg_inf, jnp.asarray(-1, jnp.int32), neg_inf)
+    total, row, logit = jax.lax.fori_loop(0, num, body, init)
+    # no pick only where nothing has mass (a non-finite query): a valid id, flagged by log q
+    last = stats.sorted_ids.shape[0] - 1
+    item = stats.sorted_ids[jnp.clip(jnp.where(row >= 0, row, start), 0, last)]
+    return total, item, logit
+
+
+def _per_draw(fn, clusters, queries, excluded, sequential, *extra):
+    """``fn(cluster, query, excluded_row, *extra[b, s])`` for every pair (query b,
+    ``clusters[b, s]``); ``excluded`` is ``(B, E)`` or None.
+
+    ``sequential``: one ``lax.map`` step per pair, each streaming its own cluster's blocks (on CPU
+    a dynamic slice is a memory copy, while a batched gather of the same rows ran 8x slower, and
+    each pair stops after its own cluster); otherwise all pairs at once under ``vmap`` (the fast
+    path on accelerators; the block loop then runs to the largest drawn cluster).
     """
     batch, num = clusters.shape
     owner = jnp.repeat(jnp.arange(batch, dtype=jnp.int32), num)
@@ -342,7 +413,7 @@ def _per_draw(fn, stats, clusters, queries, tau, sequential, *extra):
 
     def one(args):
         cluster, b, *rest = args
-        return fn(_slab_logits(stats, cluster, queries[b], tau), cluster, *rest)
+        return fn(cluster, queries[b], None if excluded is None else excluded[b], *rest)
 
     out = jax.lax.map(one, flat) if sequential else jax.vmap(one)(flat)
     return jax.tree.map(lambda a: a.reshape((batch, num) + a.shape[1:]), out)
@@ -369,49 +440,47 @@ def draw_clusters(keys, logits, num_samples: int):
 
 
 @functools.partial(jax.jit, static_argnames=("sequential",))
-def draw_members(keys, stats: ClusterStats, clusters, queries, temperature,
+def draw_members(keys, stats: ClusterStats, clusters, queries, temperature, excluded=None,
                  sequential: bool = True):
-    """One item per drawn cluster from the exact softmax over its members, by inverse CDF.
+    """One item per drawn cluster from the exact softmax over its (remaining) members.
 
-    For query b and cluster ``c = clusters[b, s]``: ``i ~ exp(s_i - log Z_c)`` over the m member
-    slots of c, returned with ``s_i - log Z_c`` (``log Z_c`` is the slab's log-sum-exp, so the
-    proposal probability costs nothing extra). ``O(m d)`` work per draw; with ``sequential`` the
-    working memory is one slab, otherwise ``B S m d`` (see :func:`two_level_sample`).
+    For query b and cluster ``c = clusters[b, s]``: ``i ~ exp(s_i - log Z^E_c)`` over the members
+    of c not in ``excluded[b]``, returned with ``s_i - log Z^E_c``, in one streaming pass over
+    the cluster's blocks (module docstring): ``O(ceil(n_c / b) b d)`` work and one block of
+    memory per draw.
 
     Args:
         keys: ``(B, S)`` PRNG keys, one per draw.
         stats: :class:`ClusterStats`.
-        clusters: ``(B, S)`` int cluster ids (non-empty clusters).
+        clusters: ``(B, S)`` int cluster ids (clusters with a remaining member).
         queries: ``(B, d)``; ``temperature``: positive scalar tau.
-        sequential: loop over draws (CPU) or gather all at once (accelerators), static.
+        excluded: ``(B, E)`` item ids sorted ascending, ``-1`` padding; or None.
+        sequential: loop over draws (CPU) or run them all at once (accelerators), static.
 
     Returns:
-        ``(items, log_item)``: ``(B, S)`` int32 ids and ``(B, S)`` ``s_i - log Z_c``.
+        ``(items, log_item)``: ``(B, S)`` int32 ids and ``(B, S)`` ``s_i - log Z^E_c``.
     """
     with jax.named_scope("draw_members"):
         tau = jnp.asarray(temperature, queries.dtype)
 
-        def pick(logits, cluster, draw_key):
-            j = categorical(draw_key, logits)
-            return stats.members[cluster, j], logits[j] - jax.nn.logsumexp(logits)
+        def pick(cluster, query, row, key):
+            mass, item, logit = _stream(stats, cluster, query, tau, row, key)
+            return item.astype(jnp.int32), logit - mass
 
-        return _per_draw(pick, stats, clusters, queries, tau, sequential, keys)
+        return _per_draw(pick, clusters, queries, excluded, sequential, keys)
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "sequential"))
 def two_level_sample(key, stats: ClusterStats, logits, queries, temperature, num_samples: int,
-                     sequential: bool = True):
+                     excluded=None, sequential: bool = True):
     """Draws ``num_samples`` items per query: clusters ``c ~ softmax(logits)``, then items.
 
-    Both stages draw by inverse CDF, one uniform per draw
-    (:func:`jaxsample.kernels.resampling.categorical`): :func:`draw_clusters`, then
-    :func:`draw_members`. The item step is the exact softmax over the members of ``c``; its
-    log-sum-exp is ``log Z_c``, so ``log q(i) = log_softmax(logits)_c + s_i - log Z_c`` comes at no
-    extra cost. Each draw reads its cluster's m member slots, one contiguous ``(m, d)`` slab of
-    ``stats.sorted_embeddings``: ``O(K d)`` per query plus ``O(m d)`` per draw. ``sequential``
-    loops over the draws (memory: one slab; the fast path on CPU, where XLA's batched gather of
-    the same rows measured 8x slower than slab copies); otherwise all ``B S`` slabs are gathered
-    at once (memory ``B S m d``; the fast path on accelerators).
+    :func:`draw_clusters` (inverse CDF, one uniform per draw), then :func:`draw_members` (one
+    streaming pass over the drawn cluster, one uniform per block). The item step is the exact
+    softmax over the (remaining) members of ``c``; its log-sum-exp is ``log Z^E_c``, so
+    ``log q(i) = log_softmax(logits)_c + s_i - log Z^E_c`` comes at no extra cost. With
+    ``excluded``, pass the logits with the exhausted clusters at ``-inf``
+    (:func:`exhausted_clusters`).
 
     Args:
         key: a PRNG key.
@@ -419,7 +488,8 @@ def two_level_sample(key, stats: ClusterStats, logits, queries, temperature, num
         logits: ``(B, K)`` cluster logits (any rule, e.g. :func:`cluster_logits` per query).
         queries: ``(B, d)``; ``temperature``: positive scalar tau.
         num_samples: S, a Python int (draws are independent, with replacement).
-        sequential: see above (static).
+        excluded: ``(B, E)`` sorted item ids to leave out (``-1`` padding), or None.
+        sequential: see :func:`draw_members` (static).
 
     Returns:
         ``(items, log_q)``: ``(B, S)`` int32 item ids and their proposal log-probabilities.
@@ -438,33 +508,34 @@ def two_level_sample(key, stats: ClusterStats, logits, queries, temperature, num
         cluster_keys, item_keys = split_keys(key, logits.shape[0], num_samples)
         clusters, log_cluster = draw_clusters(cluster_keys, logits, num_samples)
         items, log_item = draw_members(item_keys, stats, clusters, queries, temperature,
-                                       sequential)
+                                       excluded, sequential)
         return items, log_cluster + log_item
 
 
 @functools.partial(jax.jit, static_argnames=("sequential",))
 def two_level_log_prob(stats: ClusterStats, logits, cluster_ids, embeddings, queries, items,
-                       temperature, sequential: bool = True):
+                       temperature, excluded=None, sequential: bool = True):
     """Proposal log-probabilities ``log q(i)`` of arbitrary items for a batch of queries.
 
-    ``log q(i) = log_softmax(logits)_{c(i)} + s_i - log Z_{c(i)}``. The cluster normalisers
-    ``log Z_c`` come one of two ways, picked from the shapes (S requested items per query, N
-    items, m member slots, d dimensions):
+    ``log q(i) = log_softmax(logits)_{c(i)} + s_i - log Z^E_{c(i)}`` (``-inf`` for an excluded
+    item). The cluster normalisers come one of two ways, picked from the shapes (S requested
+    items per query, N items, K clusters, block b):
 
-    - ``S m d <= N``: from the slab of each requested item's cluster, ``O(S m d)`` work per query
-      (one slab of memory when ``sequential``); the cheap path for a few items per query (a
-      sampled-softmax target);
+    - ``S (N / K + b) <= N``: one streaming pass over each requested item's cluster,
+      ``O(n_c d)`` work and one block of memory per item; the cheap path for a few items per
+      query (a sampled-softmax target);
     - otherwise: from all N scores at once, ``s = X q / tau`` (one matrix product) and one
       segment log-sum-exp (:func:`jaxsample.kernels.logspace.segment_logsumexp`), ``O(N d)``
       work and ``O(N + K + S)`` memory per query, however many items are asked for.
 
     Args:
-        stats: :class:`ClusterStats`; ``logits``: ``(B, K)`` cluster logits.
+        stats: :class:`ClusterStats`; ``logits``: ``(B, K)`` cluster logits (exhausted clusters
+            at ``-inf`` when ``excluded`` is given).
         cluster_ids: ``(N,)`` cluster of each item.
         embeddings: ``(N, d)``; ``queries``: ``(B, d)``; ``items``: ``(B, S)`` int item ids.
         temperature: positive scalar tau.
-        sequential: loop over (query, item) pairs on the slab path (static; see
-            :func:`two_level_sample`).
+        excluded: ``(B, E)`` sorted item ids left out (``-1`` padding), or None.
+        sequential: loop over (query, item) pairs on the streaming path (static).
 
     Returns:
         ``(B, S)`` log-probabilities in the queries' dtype.
@@ -481,33 +552,46 @@ def two_level_log_prob(stats: ClusterStats, logits, cluster_ids, embeddings, que
     """
     with jax.named_scope("two_level_log_prob"):
         tau = jnp.asarray(temperature, queries.dtype)
-        (n, d), width = embeddings.shape, stats.members.shape[1]
+        n, num_clusters = embeddings.shape[0], logits.shape[1]
         clusters = cluster_ids[items]
         log_cluster = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), clusters, axis=1)
-        if items.shape[1] * width * d <= n:
-            scores = jnp.einsum("bsd,bd->bs", embeddings[items], queries) / tau
-            log_mass = _per_draw(lambda logits, _: jax.nn.logsumexp(logits), stats, clusters,
-                                 queries, tau, sequential)
-            return log_cluster + scores - log_mass
+        scores = jnp.einsum("bsd,bd->bs", embeddings[items], queries) / tau
+        if excluded is not None:
+            scores = jnp.where(jax.vmap(_is_excluded)(items, excluded), -jnp.inf, scores)
+        if items.shape[1] * (n / num_clusters + block_size(stats)) <= n:
+            log_mass = _per_draw(lambda c, q, row: _stream(stats, c, q, tau, row)[0], clusters,
+                                 queries, excluded, sequential)
+            return _log_q(log_cluster, scores, log_mass)
 
-        def one(query, query_items, query_clusters):
-            scores = embeddings @ query / tau
-            log_mass = segment_logsumexp(scores, cluster_ids, logits.shape[1])
-            return scores[query_items] - log_mass[query_clusters]
+        def one(query, query_clusters, row):
+            all_scores = embeddings @ query / tau
+            if row is not None:
+                all_scores = jnp.where(_is_excluded(jnp.arange(n), row), -jnp.inf, all_scores)
+            log_mass = segment_logsumexp(all_scores, cluster_ids, num_clusters)
+            return log_mass[query_clusters]
 
-        return log_cluster + jax.vmap(one)(queries, items, clusters)
+        masses = jax.vmap(one)(queries, clusters, excluded) if excluded is not None else \
+            jax.vmap(lambda q, c: one(q, c, None))(queries, clusters)
+        return _log_q(log_cluster, scores, masses)
+
+
+def _log_q(log_cluster, scores, log_mass):
+    """``log_cluster + scores - log_mass``, ``-inf`` (not NaN) for an excluded item."""
+    return jnp.where(jnp.isneginf(scores), -jnp.inf, log_cluster + scores - log_mass)
 
 
 @jax.jit
-def two_level_log_probs_all(logits, cluster_ids, embeddings, query, temperature):
+def two_level_log_probs_all(logits, cluster_ids, embeddings, query, temperature, excluded=None):
     """Proposal log-probabilities of all N items for one query, in ``O(N d)``.
 
-    Every ``log Z_c`` comes from one segment log-sum-exp over the N scores. For diagnostics (TV,
-    KL to the exact softmax) and tests, not for sampling.
+    Every ``log Z^E_c`` comes from one segment log-sum-exp over the N scores (excluded items at
+    ``-inf``: ``(E,)`` sorted ids, ``-1`` padding, or None). For diagnostics (TV, KL to the exact
+    softmax) and tests, not for sampling.
 
     Args:
         logits: ``(K,)`` cluster logits; ``cluster_ids``: ``(N,)``.
         embeddings: ``(N, d)``; ``query``: ``(d,)``; ``temperature``: positive scalar tau.
+        excluded: ``(E,)`` or None.
 
     Returns:
         ``(N,)`` log-probabilities.
@@ -522,8 +606,11 @@ def two_level_log_probs_all(logits, cluster_ids, embeddings, query, temperature)
     with jax.named_scope("two_level_log_probs_all"):
         tau = jnp.asarray(temperature, query.dtype)
         scores = embeddings @ query / tau
+        if excluded is not None:
+            scores = jnp.where(_is_excluded(jnp.arange(scores.shape[0]), excluded), -jnp.inf,
+                               scores)
         log_mass = segment_logsumexp(scores, cluster_ids, logits.shape[0])
-        return jax.nn.log_softmax(logits)[cluster_ids] + scores - log_mass[cluster_ids]
+        return _log_q(jax.nn.log_softmax(logits)[cluster_ids], scores, log_mass[cluster_ids])
 
 
 @functools.partial(jax.jit, static_argnames=("chunk_size",))

@@ -78,13 +78,6 @@ _PENDING = {
     "jaxsample.risk.saber.asr_conditional": "returns jax.Array",
     "jaxsample.risk.saber.budget_at": "returns jax.Array",
     "jaxsample.risk.saber.unbiased_asr_at_k": "returns jax.Array",
-    "jaxsample.softmax.two_level.exact_log_probs": "no return annotation",
-    "jaxsample.softmax.two_level.log_importance_weights": "no return annotation",
-    "jaxsample.softmax.two_level.log_partition": "no return annotation",
-    "jaxsample.softmax.two_level.log_prob": "no return annotation",
-    "jaxsample.softmax.two_level.proposal_log_probs": "no return annotation",
-    "jaxsample.softmax.two_level.recommended_sizes": "count num_items is not keyword-only",
-    "jaxsample.softmax.two_level.sampled_softmax_logits": "no return annotation",
     "jaxsample.subset.coverage.coverage": "returns jax.Array",
     "jaxsample.subset.coverage.prepare_incidence": "no return annotation",
     "jaxsample.subset.coverage.sparse_incidence":

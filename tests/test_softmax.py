@@ -10,7 +10,7 @@ import pytest
 from contract.softmax_two_level import tiny_index, tiny_queries
 
 from jaxsample import softmax
-from jaxsample.kernels.softmax import exact_log_probs
+from jaxsample.kernels.softmax import exact_log_probs, sampled_softmax_logits
 from jaxsample.sharding import particle_mesh, shard_particles
 from jaxsample.softmax import baselines
 
@@ -34,6 +34,7 @@ def test_build_index_from_ids_and_split():
     x, ids = items_and_ids()
     index, info = softmax.index_from_clusters(x, ids)
     assert (index.num_items, index.num_clusters, index.dim, index.max_cluster_size) == (N, K, D, 24)
+    assert (index.rank, index.block_size) == (D, 24)  # full covariance; one block per draw
     assert int(info.solver.num_iterations) == 0 and bool(info.solver.converged)
     assert not bool(info.nonfinite)
     centred = np.asarray(x) - np.asarray(index.stats.mean)[np.asarray(ids)]
@@ -44,12 +45,13 @@ def test_build_index_from_ids_and_split():
     assert split.num_clusters == sum(-(-s // 7) for s in SIZES)
     for c in range(split.num_clusters):  # every piece comes from one original cluster
         assert len(set(np.asarray(ids)[np.asarray(split.cluster_ids) == c])) == 1
-    log_q = softmax.proposal_log_probs(split, queries_for())
+    log_q = split.proposal_log_probs(queries_for())
     np.testing.assert_allclose(jnp.exp(log_q).sum(1), 1, atol=1e-5)
 
 
 def test_static_shapes_pad_every_rebuild_alike():
-    """static_shapes pads an index to K + ceil(N / m) clusters of m slots whatever the partition
+    """static_shapes pads an index to K + ceil(N / m) clusters, blocks of m rows, whatever the
+    partition
     (a training loop's rebuilds share compilations); the padding clusters are empty (log size
     -inf: never drawn, tests/kernels/test_softmax.py)."""
     x, ids = items_and_ids()
@@ -57,7 +59,8 @@ def test_static_shapes_pad_every_rebuild_alike():
              for c in (ids, (ids + 1) % K)]
     assert jax.tree.map(jnp.shape, built[0]) == jax.tree.map(jnp.shape, built[1])
     for index in built:
-        assert (index.num_clusters, index.max_cluster_size) == (K + -(-N // 7), 7)
+        assert (index.num_clusters, index.block_size, index.rank) == (K + -(-N // 7), 7, D)
+        assert index.max_cluster_size <= 7
         used = np.bincount(np.asarray(index.cluster_ids), minlength=index.num_clusters) > 0
         assert used.sum() == sum(-(-s // 7) for s in SIZES)
         np.testing.assert_array_equal(np.isneginf(np.asarray(index.stats.log_size)), ~used)
@@ -67,12 +70,41 @@ def test_sample_matches_log_prob_and_ignores_chunking():
     index, q = tiny_index(jnp.float32), tiny_queries(jnp.float32)
     items, info = softmax.sample(jax.random.key(0), index, q, num_samples=4, temperature=0.8)
     assert items.shape == (2, 4) and items.dtype == jnp.int32 and info.log_q.shape == (2, 4)
-    np.testing.assert_allclose(softmax.log_prob(index, q, items, temperature=0.8), info.log_q,
+    np.testing.assert_allclose(index.log_prob(q, items, temperature=0.8), info.log_q,
                                atol=1e-6)
     chunked, chunked_info = softmax.sample(jax.random.key(0), index, q, num_samples=4,
                                            temperature=0.8, chunk_size=1)
     np.testing.assert_array_equal(chunked, items)
     np.testing.assert_allclose(chunked_info.log_q, info.log_q, rtol=1e-6)
+
+
+def test_exclude_removes_items_and_renormalises():
+    """Per-query exclusion lists (ragged: -1 padding; a repeat; a whole cluster, items 0-1 of
+    the tiny index): sample's log q equals log_prob's and the enumeration's, no excluded item is
+    drawn, the law over the remaining items sums to 1, and a query whose every item is excluded
+    is flagged. With singleton clusters the law is the exact softmax restricted to the rest."""
+    index, q = tiny_index(jnp.float32), tiny_queries(jnp.float32)
+    exclude = jnp.asarray([[0, 1, 7, -1], [3, 3, -1, -1]], jnp.int32)
+    items, info = softmax.sample(jax.random.key(1), index, q, num_samples=64, exclude=exclude)
+    table = np.asarray(index.proposal_log_probs(q, exclude=exclude))
+    np.testing.assert_allclose(np.exp(table).sum(1), 1, atol=1e-5)
+    for b in range(2):
+        assert not np.isin(np.asarray(items[b]), np.asarray(exclude[b])).any()
+        assert np.all(np.isneginf(table[b, np.asarray(exclude[b])[np.asarray(exclude[b]) >= 0]]))
+    np.testing.assert_allclose(np.take_along_axis(table, np.asarray(items), 1), info.log_q,
+                               atol=2e-6)
+    np.testing.assert_allclose(index.log_prob(q, items, exclude=exclude), info.log_q, atol=2e-6)
+    _, flagged = softmax.sample(jax.random.key(1), index, q[0], num_samples=2,
+                                exclude=jnp.arange(10))
+    assert bool(flagged.nonfinite)
+
+    x = index.embeddings
+    singletons, _ = softmax.index_from_clusters(x, jnp.arange(10))
+    log_p = np.asarray(exact_log_probs(x, q[:1], 1.0))[0]
+    keep = ~np.isin(np.arange(10), [2, 5])
+    restricted = np.where(keep, log_p - np.log(np.exp(log_p[keep]).sum()), -np.inf)
+    np.testing.assert_allclose(singletons.proposal_log_probs(q[0], exclude=jnp.asarray([5, 2])),
+                               restricted, atol=1e-5)
 
 
 def test_legacy_and_new_style_keys_draw_alike():
@@ -105,11 +137,11 @@ def test_log_prob_of_every_item_at_scale_within_memory():
     q = 0.5 * jax.random.normal(jax.random.key(2), (b, d), jnp.float32)
     items = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (b, n))
     tau = np.asarray(1.0, np.float32)
-    compiled = softmax.two_level._log_prob.lower(index, q, items, tau, "sd", None).compile()
+    compiled = softmax.two_level._log_prob.lower(index, q, items, None, tau, "sd", None).compile()
     memory = compiled.memory_analysis()
     assert memory.temp_size_in_bytes + memory.output_size_in_bytes <= 2**30
-    np.testing.assert_allclose(compiled(index, q, items, tau),
-                               softmax.proposal_log_probs(index, q), atol=2e-5)
+    np.testing.assert_allclose(compiled(index, q, items, None, tau),
+                               index.proposal_log_probs(q), atol=2e-5)
 
 
 def test_sharded_item_table_matches():
@@ -159,7 +191,7 @@ def test_importance_weights_and_sampled_softmax_gradient():
     assert abs(fi.mean() - exact_f) > 5 * se
 
     def sampled_loss(q, drawn, log_q):
-        logits = softmax.sampled_softmax_logits((x[target] @ q)[None], (x[drawn] @ q)[None],
+        logits = sampled_softmax_logits((x[target] @ q)[None], (x[drawn] @ q)[None],
                                                 log_q[None], jnp.asarray([target]), drawn[None])
         return optax.softmax_cross_entropy_with_integer_labels(logits, jnp.asarray([0]))[0]
 
@@ -230,15 +262,19 @@ def test_bad_inputs_raise():
     with pytest.raises(TypeError, match="SoftmaxIndex"):
         softmax.sample(key, (x, ids), q, num_samples=2)
     with pytest.raises(ValueError, match="items must lie"):
-        softmax.log_prob(index, q, jnp.full((4, 2), N))
+        index.log_prob(q, jnp.full((4, 2), N))
     with pytest.raises(ValueError, match="items must have shape"):
-        softmax.log_prob(index, q, jnp.zeros((3, 2), jnp.int32))
+        index.log_prob(q, jnp.zeros((3, 2), jnp.int32))
     with pytest.raises(ValueError, match="log_q"):
-        softmax.log_importance_weights(index, q, jnp.zeros((4, 2), jnp.int32),
+        index.log_importance_weights(q, jnp.zeros((4, 2), jnp.int32),
                                        jnp.zeros((4, 3), jnp.float32))
-    with pytest.raises(ValueError, match="sampled_log_q"):
-        softmax.sampled_softmax_logits(jnp.zeros(4), jnp.zeros((4, 2)), jnp.zeros((4, 3)),
-                                       jnp.zeros(4, jnp.int32), jnp.zeros((4, 2), jnp.int32))
-    with pytest.raises(TypeError, match="targets"):
-        softmax.sampled_softmax_logits(jnp.zeros(4), jnp.zeros((4, 2)), jnp.zeros((4, 2)),
-                                       jnp.zeros(4), jnp.zeros((4, 2), jnp.int32))
+    with pytest.raises(ValueError, match="exclude must lie"):
+        softmax.sample(key, index, q, num_samples=2, exclude=jnp.full((4, 2), -2))
+    with pytest.raises(ValueError, match=r"exclude must have shape \(B, E\)"):
+        softmax.sample(key, index, q, num_samples=2, exclude=jnp.zeros((3, 2), jnp.int32))
+    with pytest.raises(TypeError, match="exclude must be integer"):
+        index.log_prob(q, jnp.zeros((4, 2), jnp.int32), exclude=jnp.zeros((4, 2)))
+    with pytest.raises(ValueError, match="block_size"):
+        softmax.index_from_clusters(x, ids, block_size=0)
+    with pytest.raises(TypeError, match="progress"):
+        softmax.build_index(jax.random.key(0), x, progress=print)

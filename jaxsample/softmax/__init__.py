@@ -1,7 +1,9 @@
 """Softmax sampling over large item sets.
 
 - :mod:`jaxsample.softmax.two_level` — two-level softmax sampling (2LS, S-2LS, SD-2LS):
-  ``build_index`` then ``sample(key, index, queries, *, num_samples=...) -> (items, info)``.
+  ``build_index`` / ``index_from_clusters`` then
+  ``sample(key, index, queries, *, num_samples=...) -> (items, info)``; the index's methods score
+  items (``index.log_prob``, ``index.proposal_log_probs``, ``index.exact_log_probs``, ...).
 - :mod:`jaxsample.softmax.baselines` — the exact softmax draw a user would otherwise pick.
 """
 
@@ -12,15 +14,8 @@ from jaxsample.softmax.two_level import SoftmaxIndex as SoftmaxIndex
 from jaxsample.softmax.two_level import SoftmaxIndexInfo as SoftmaxIndexInfo
 from jaxsample.softmax.two_level import SoftmaxInfo as SoftmaxInfo
 from jaxsample.softmax.two_level import build_index as build_index
-from jaxsample.softmax.two_level import exact_log_probs as exact_log_probs
 from jaxsample.softmax.two_level import index_from_clusters as index_from_clusters
-from jaxsample.softmax.two_level import log_importance_weights as log_importance_weights
-from jaxsample.softmax.two_level import log_partition as log_partition
-from jaxsample.softmax.two_level import log_prob as log_prob
-from jaxsample.softmax.two_level import proposal_log_probs as proposal_log_probs
-from jaxsample.softmax.two_level import recommended_sizes as recommended_sizes
 from jaxsample.softmax.two_level import sample as sample
-from jaxsample.softmax.two_level import sampled_softmax_logits as sampled_softmax_logits
 
 __all__ = [
     "INITS",
@@ -30,13 +25,6 @@ __all__ = [
     "SoftmaxInfo",
     "build_index",
     "index_from_clusters",
-    "exact_log_probs",
-    "log_importance_weights",
-    "log_partition",
-    "log_prob",
-    "proposal_log_probs",
-    "recommended_sizes",
     "sample",
-    "sampled_softmax_logits",
     "two_level",
 ]

@@ -25,10 +25,12 @@ def clustered(seed=0, sizes=SIZES, spread=0.6):
     return centres[ids] + spread * rng.standard_normal((ids.shape[0], D)), ids
 
 
-def build(x, ids, num_clusters=None, rank=0):
+BLOCK = 4  # clusters of 3, 9, 2 and 10 items span 1, 3, 1 and 3 blocks: the ragged path
+
+
+def build(x, ids, num_clusters=None, rank=0, block=BLOCK):
     num_clusters = int(ids.max()) + 1 if num_clusters is None else num_clusters
-    largest = int(np.bincount(np.asarray(ids), minlength=num_clusters).max())
-    return ks.cluster_stats(x, ids, num_clusters, largest, rank=rank)
+    return ks.cluster_stats(x, ids, num_clusters, block, rank=rank)
 
 
 def enumerate_all(stats, x, ids, query, variant, tau=1.0, logits=None):
@@ -51,15 +53,16 @@ def exact(x, query, tau=1.0):
     return ks.exact_log_probs(x, np.asarray(query)[None, :], tau)[0]
 
 
-def test_members_table_lists_every_item_once():
+def test_sorted_layout_lists_every_item_once():
     ids = np.array([2, 0, 2, 1, 2, 0], np.int32)
-    members, mask = ks.cluster_members(ids, 4, 3)
-    listed = np.asarray(members)[np.asarray(mask)]
-    assert sorted(listed.tolist()) == list(range(6))
-    np.testing.assert_array_equal(np.asarray(mask).sum(1), [2, 1, 3, 0])
-    for c in range(4):
-        assert np.all(ids[np.asarray(members[c])[np.asarray(mask[c])]] == c)
-    assert np.asarray(members[2]).tolist() == [0, 2, 4]  # stable order inside a cluster
+    x = np.arange(6.0)[:, None]
+    stats = ks.cluster_stats(x, ids, 4, 2)
+    assert np.asarray(stats.sorted_ids).tolist() == [1, 5, 3, 0, 2, 4]  # stable inside a cluster
+    assert np.asarray(stats.sizes).tolist() == [2, 1, 3, 0]
+    assert np.asarray(stats.starts).tolist() == [0, 2, 3, 6]
+    assert ks.block_size(stats) == 2 and stats.sorted_embeddings.shape == (8, 1)
+    np.testing.assert_array_equal(np.asarray(stats.sorted_embeddings)[:6, 0],
+                                  x[np.asarray(stats.sorted_ids), 0])
 
 
 def test_stats_match_numpy_and_low_rank_covariance(x64):
@@ -149,13 +152,14 @@ def _chi_square_pvalue(counts, probs):
 
 def draw(key, stats, logits, query, num, sequential=False):
     items, log_q = ks.two_level_sample(key, stats, logits[None], np.asarray(query)[None], 1.0,
-                                       num, sequential)
+                                       num, sequential=sequential)
     return items[0], log_q[0]
 
 
 def test_draws_follow_the_proposal(x64):
-    """20 000 inverse-CDF draws per variant with all slabs gathered at once, and 4 000 for
-    SD-2LS with the per-draw slab loop (CPU's layout): log q equals enumeration and the counts
+    """20 000 draws per variant with all draws run at once, and 4 000 for SD-2LS with the
+    per-draw loop (CPU's layout), every cluster streamed in blocks of 4 (clusters of 3, 9, 2
+    and 10 items: 1 to 3 blocks, partial last blocks): log q equals enumeration and the counts
     pass a chi-square test against exp(log q) (reject at p < 1e-3 for each of the 4 runs)."""
     x, ids = clustered(4, spread=1.0)
     query = np.asarray([0.4, -0.3])
@@ -218,3 +222,93 @@ def test_sampled_softmax_logits_remove_accidental_hits(x64):
     # o_k = s_k - log(S q_k) with S = 3; the sampled copy of the target is removed
     np.testing.assert_allclose(logits, [[2.0, 1.0 - np.log(0.75), -np.inf,
                                          0.5 - np.log(0.75)]])
+
+
+def closed_form(x, ids, query, variant, tau=1.0, excluded=()):
+    """``log q`` of every item written out in NumPy from the definitions (full covariance, 1/n):
+    the cluster logits of ``variant``, clusters with every member excluded at -inf, and the exact
+    softmax over each cluster's remaining members."""
+    scores = x @ query / tau
+    out = np.full(x.shape[0], -np.inf)
+    keep = ~np.isin(np.arange(x.shape[0]), excluded)
+    logits, masses = [], []
+    for c in range(int(ids.max()) + 1):
+        members = x[ids == c]
+        cov = np.cov(members.T, bias=True).reshape(x.shape[1], x.shape[1])
+        logit = members.mean(0) @ query / tau
+        if variant in ("s", "sd"):
+            logit += np.log(len(members))
+        if variant == "sd":
+            logit += 0.5 * query @ cov @ query / tau**2
+        alive = keep & (ids == c)
+        logits.append(logit if alive.any() else -np.inf)
+        masses.append(np.log(np.exp(scores[alive]).sum()) if alive.any() else -np.inf)
+    logits = np.asarray(logits)
+    log_cluster = logits - np.log(np.exp(logits[np.isfinite(logits)]).sum())
+    out[keep] = log_cluster[ids[keep]] + scores[keep] - np.asarray(masses)[ids[keep]]
+    return out
+
+
+def _excluded_row(excluded, width=6):
+    row = np.full(width, -1, np.int32)
+    row[:len(excluded)] = excluded
+    return np.sort(row)[None]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_ragged_blocks_and_exclusion_match_the_closed_form(x64, variant):
+    """On the uneven partition (3, 9, 2, 10 items in blocks of 4), with and without excluded items
+    (one cluster emptied, one cluster thinned, a repeat, padding), both log-prob paths equal the
+    closed form written out in NumPy, and every law sums to 1 over the remaining items."""
+    x, ids = clustered(9, spread=1.0)
+    query = np.asarray([0.8, -0.5])
+    stats = build(x, ids, rank=D)  # the full covariance: the paper's SD-2LS
+    cases = [(), (0, 1, 2), (0, 1, 2, 5, 5, 23)]  # cluster 0 is items 0-2
+    for excluded in cases:
+        row = _excluded_row(excluded)
+        logits = ks.cluster_logits(stats, query, variant, 0.7)
+        logits = jnp.where(ks.exhausted_clusters(stats, ids, row)[0], -jnp.inf, logits)
+        expected = closed_form(x, ids, query, variant, 0.7, excluded)
+        assert np.exp(expected).sum() == pytest.approx(1.0, abs=1e-12)
+        every = np.arange(24)
+        table = ks.two_level_log_prob(stats, logits[None], ids, x, query[None], every[None], 0.7,
+                                      row)[0]  # segment path
+        one_by_one = ks.two_level_log_prob(
+            stats, jnp.broadcast_to(logits, (24, 4)), ids, x, np.broadcast_to(query, (24, D)),
+            every[:, None], 0.7, np.repeat(row, 24, 0))[:, 0]  # streaming path
+        full = ks.two_level_log_probs_all(logits, ids, x, query, 0.7, row[0])
+        for got in (table, one_by_one, full):
+            np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_ragged_draws_with_exclusion_pass_chi_square(x64):
+    """40 000 SD-2LS draws per loop layout from the uneven partition in blocks of 4, with three
+    items excluded (an emptied cluster would be never drawn): no excluded item appears, log q
+    equals the closed form, and the counts pass a chi-square test against it (reject at
+    p < 1e-3 for each of the 2 runs)."""
+    x, ids = clustered(10, spread=1.2)
+    query = np.asarray([-0.6, 0.9])
+    stats = build(x, ids, rank=D)
+    excluded = (4, 11, 20)
+    row = _excluded_row(excluded)
+    logits = ks.cluster_logits(stats, query, "sd", 1.0)
+    logits = jnp.where(ks.exhausted_clusters(stats, ids, row)[0], -jnp.inf, logits)
+    expected = closed_form(x, ids, query, "sd", 1.0, excluded)
+    for seed, sequential in enumerate((False, True)):
+        items, log_q = ks.two_level_sample(jax.random.key(20 + seed), stats, logits[None],
+                                           query[None], 1.0, 40_000, row, sequential=sequential)
+        items = np.asarray(items[0])
+        assert not np.isin(items, excluded).any()
+        np.testing.assert_allclose(log_q[0], expected[items], atol=1e-12)
+        counts = np.bincount(items, minlength=24)
+        keep = np.isfinite(expected)
+        assert _chi_square_pvalue(counts[keep], np.exp(expected[keep])) > 1e-3, sequential
+
+
+def test_exhausted_clusters_count_distinct_items():
+    ids = np.array([0, 0, 1, 2, 2, 2], np.int32)
+    stats = ks.cluster_stats(np.zeros((6, 1), np.float32), ids, 4, 2)
+    excluded = np.sort(np.array([[0, 1, -1, -1], [3, 3, 4, 2], [-1, -1, -1, -1]], np.int32), 1)
+    np.testing.assert_array_equal(ks.exhausted_clusters(stats, ids, excluded),
+                                  [[True, False, False, False], [False, True, False, False],
+                                   [False] * 4])
