@@ -41,6 +41,7 @@ from jaxsample.kernels.resolvent import (
 # error is then evaluated exactly on the spectrum (the method is the matrix function p(Λ)).
 _CHEBYSHEV_FLOP_BUDGET = {"quick": 1e8, "full": 3e10}
 _RULES = ("elliptic", "sinc")
+_KEY = jax.random.key(0)  # transform_noise's dither key (unused: exact answers)
 # Above this predicted degree (√κ/2)·log(2/ε) the host-side coefficient search needs GBs (4.6 GB
 # at κ = 1e10, ε = 1e-6); there, and where float64 cannot confirm ε (κ = 1e8, ε = 1e-10), the
 # degree is extrapolated from κ = 1e6 by √(κ/1e6) instead.
@@ -104,7 +105,7 @@ def _chebyshev_spectral_error(coefficients, lam, w, kappa):
 def _transform(oracle, z, mean, kappa, tol, rule, repeats):
     with warnings.catch_warnings():  # the sinc rule below its round-off floor: measured, noted
         warnings.simplefilter("ignore", UserWarning)
-        return time_fn(gaussian.transform_noise, oracle, z, mean=mean, lambda_min=1.0,
+        return time_fn(gaussian.transform_noise, _KEY, oracle, z, mean=mean, lambda_min=1.0,
                        lambda_max=kappa, tol=tol, rule=rule, repeats=repeats)
 
 
@@ -144,7 +145,7 @@ def _dense_case(dim, kappa, tol, q, repeats, lanczos="bisect", flop_budget=3e10)
     precision = jnp.asarray(0.5 * (dense + dense.T))
     basis, lam = jnp.asarray(q), jnp.asarray(lam_np)
     mean = jnp.asarray(np.random.default_rng(1).standard_normal(dim))
-    oracle = gaussian.smoothed_score_oracle(precision, mean)
+    oracle = gaussian.SmoothedScoreOracle(precision, mean)
     key = jax.random.key(int(math.log10(kappa)))
     z = jax.random.normal(key, (num_samples, dim), jnp.float64)  # what every sampler draws
     w = z @ basis  # the noise in the eigenbasis
@@ -305,7 +306,7 @@ def _bits_table(size):
                 lam_np = np.geomspace(1.0, kappa, dim)
                 precision = jnp.asarray(0.5 * ((q * lam_np) @ q.T + ((q * lam_np) @ q.T).T))
                 mean = jnp.zeros(dim)
-                oracle = gaussian.smoothed_score_oracle(precision, mean)
+                oracle = gaussian.SmoothedScoreOracle(precision, mean)
                 t0 = time.perf_counter()
                 _, info = gaussian.sample(jax.random.key(0), oracle, mean=mean, lambda_min=1.0,
                                           lambda_max=kappa, tol=tol, num_samples=4, bits="auto")
@@ -373,7 +374,7 @@ def _matrix_free_table(size):
     rows, notes = [], []
     for kappa, tol in cases:
         lam, matvec = _dct_problem(dim, kappa)
-        oracle = gaussian.smoothed_score_oracle(matvec, mean)
+        oracle = gaussian.SmoothedScoreOracle(matvec, mean)
         key = jax.random.key(int(math.log10(kappa)))
         z = jax.random.normal(key, (num_samples, dim), jnp.float64)
         error = functools.partial(_dct_error, z=z, mean=mean, lam=lam)

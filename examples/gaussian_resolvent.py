@@ -51,7 +51,7 @@ def main(argv=None):
     # 1. one problem, many samples, checked against the exact covariance
     kappa, num_samples = 1e4, 20_000
     precision, mean, q, lam = make_problem(key, args.dim, kappa)
-    oracle = gaussian.smoothed_score_oracle(precision, mean)
+    oracle = gaussian.SmoothedScoreOracle(precision, mean)
     x, info = gaussian.sample(jax.random.key(1), oracle, mean=mean, lambda_min=1.0,
                               lambda_max=kappa, tol=tol, num_samples=num_samples)
     whitened = (x - mean[None, :]) @ ((q * jnp.sqrt(lam)) @ q.T)
@@ -65,7 +65,7 @@ def main(argv=None):
     known, unknown, sinc, chebyshev, bits = [], [], [], [], []
     for kappa in kappas:
         precision, mean, _, _ = make_problem(key, args.dim, kappa)
-        oracle = gaussian.smoothed_score_oracle(precision, mean)
+        oracle = gaussian.SmoothedScoreOracle(precision, mean)
         spectrum = dict(lambda_min=1.0, lambda_max=kappa, tol=tol, num_samples=1)
         _, info = gaussian.sample(key, oracle, mean=mean, **spectrum)
         known.append(int(info.num_queries))

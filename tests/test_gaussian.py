@@ -21,6 +21,8 @@ from jaxsample import gaussian as G
 from jaxsample.gaussian import resolvent as RS
 from jaxsample.kernels import resolvent as R
 
+_KEY = jax.random.key(0)  # the dither key transform_noise takes (unused without bits)
+
 _U64 = float(np.finfo(np.float64).eps) / 2
 
 
@@ -60,14 +62,14 @@ def _scalar_error(rule, lam):
 def test_sampler_is_linear_and_covariance_error_is_o_tol(x64, rule, kappa, tol, known_mean):
     d = 8
     lam, precision, mean, sqrt_precision = _problem(0, d, kappa, mean_scale=3.0)
-    oracle = G.smoothed_score_oracle(jnp.asarray(precision), jnp.asarray(mean))
+    oracle = G.SmoothedScoreOracle(jnp.asarray(precision), jnp.asarray(mean))
     kwargs = dict(mean=jnp.asarray(mean) if known_mean else None, lambda_min=1.0,
                   lambda_max=kappa, tol=tol, rule=rule)
     # one call: unit vectors (columns of S), a combination of two noises, and z = 0
     z = np.random.default_rng(1).standard_normal((2, d))
     combo = 2.0 * z[0] - 0.5 * z[1]
     noise = np.concatenate([np.eye(d), combo[None], np.zeros((1, d))])
-    out, info = G.transform_noise(oracle, jnp.asarray(noise), **kwargs)
+    out, info = G.transform_noise(_KEY, oracle, jnp.asarray(noise), **kwargs)
     out = np.asarray(out)
     estimate = out[-1]  # x(0): the mean, or the mean estimate of the Tweedie steps
     s = (out[:d] - estimate).T  # column j is S e_j
@@ -130,7 +132,7 @@ def test_dense_oracle_keeps_the_resolvent_accurate_at_every_tau(x64):
     # sqrt(d) u ||z|| at every tau (measured 7-14 u tau ||z|| here).
     d, kappa = 16, 1e8
     _, precision, mean, _ = _problem(5, d, kappa)
-    oracle = G.smoothed_score_oracle(jnp.asarray(precision), jnp.asarray(mean))
+    oracle = G.SmoothedScoreOracle(jnp.asarray(precision), jnp.asarray(mean))
     # reference in extended precision, for the oracle's own eigenpairs
     lam = np.asarray(oracle.eigenvalues).astype(np.longdouble)
     q = np.asarray(oracle.eigenvectors).astype(np.longdouble)
@@ -151,8 +153,8 @@ def test_dense_oracle_keeps_the_resolvent_accurate_at_every_tau(x64):
 def test_matrix_free_oracle_matches_dense_and_reports_cg(x64):
     d, kappa = 6, 1e3
     _, precision, mean, _ = _problem(3, d, kappa)
-    dense = G.smoothed_score_oracle(jnp.asarray(precision), jnp.asarray(mean))
-    free = G.smoothed_score_oracle(lambda v: jnp.asarray(precision) @ v, jnp.asarray(mean))
+    dense = G.SmoothedScoreOracle(jnp.asarray(precision), jnp.asarray(mean))
+    free = G.SmoothedScoreOracle(lambda v: jnp.asarray(precision) @ v, jnp.asarray(mean))
     x = jnp.asarray(np.random.default_rng(0).standard_normal(d))
     taus = jnp.asarray([0.0, 1e-3, 1.0, 1e3])
     a = jax.vmap(dense, in_axes=(None, 0))(x, taus)
@@ -164,7 +166,7 @@ def test_matrix_free_oracle_matches_dense_and_reports_cg(x64):
     assert bool(jnp.all((stats.num_iterations[1:] >= 1) & (stats.num_iterations[1:] <= 4 * d)))
     # the sampler sums, over the levels, the slowest sample's count; a cap below what CG needs
     # is reported, not hidden (every level's solve runs at least one step)
-    capped = G.smoothed_score_oracle(lambda v: jnp.asarray(precision) @ v, jnp.asarray(mean),
+    capped = G.SmoothedScoreOracle(lambda v: jnp.asarray(precision) @ v, jnp.asarray(mean),
                                      max_iterations=2)
     x_capped, info = G.sample(jax.random.key(0), capped, mean=jnp.asarray(mean), lambda_min=1.0,
                               lambda_max=kappa, tol=1e-3, num_samples=3)
@@ -181,7 +183,7 @@ def test_monte_carlo_covariance_and_mean(x64):
     # and n ||mean(y)||^2 ~ chi^2_d: each must not be rejected at p = 1e-4.
     d, kappa, n = 3, 1e3, 20_000
     lam, precision, mean, sqrt_precision = _problem(2, d, kappa)
-    oracle = G.smoothed_score_oracle(jnp.asarray(precision), jnp.asarray(mean))
+    oracle = G.SmoothedScoreOracle(jnp.asarray(precision), jnp.asarray(mean))
     for bits in (None, "auto"):
         x, info = G.sample(jax.random.key(7), oracle, mean=jnp.asarray(mean), lambda_min=1.0,
                            lambda_max=kappa, tol=1e-4, num_samples=n, bits=bits)
@@ -204,9 +206,9 @@ def test_quantised_noise_variance_matches_formula_for_the_elliptic_shifts(x64):
     oracle = _diagonal_oracle(lam)
     z = jnp.asarray(np.random.default_rng(5).standard_normal((1, d)))
     kwargs = dict(mean=jnp.zeros(d), lambda_min=1.0, lambda_max=kappa, tol=1e-3)
-    exact, _ = G.transform_noise(oracle, z, **kwargs)
+    exact, _ = G.transform_noise(_KEY, oracle, z, **kwargs)
     keys = jax.random.split(jax.random.key(3), n)
-    draws = jax.vmap(lambda k: G.transform_noise(oracle, z, bits=bits, key=k, **kwargs)[0][0])(keys)
+    draws = jax.vmap(lambda k: G.transform_noise(k, oracle, z, bits=bits, **kwargs)[0][0])(keys)
     noise = np.asarray(draws) - np.asarray(exact[0])
     rule = R.elliptic_rule(1.0, kappa, 1e-3)
     num_nodes, quarter = len(rule.taus), scipy.special.ellipkm1(1 / kappa)
@@ -247,7 +249,7 @@ def test_float32_at_tol_1e3_meets_the_float64_budget_up_to_kappa_1e5():
     d, kappa, tol = 16, 1e5, 1e-3
     lam = np.geomspace(1.0, kappa, d)
     oracle = _diagonal_oracle(jnp.asarray(lam, jnp.float32))
-    x, _ = G.transform_noise(oracle, jnp.eye(d, dtype=jnp.float32), mean=jnp.zeros(d),
+    x, _ = G.transform_noise(_KEY, oracle, jnp.eye(d, dtype=jnp.float32), mean=jnp.zeros(d),
                              lambda_min=1.0, lambda_max=kappa, tol=tol)
     assert x.dtype == jnp.float32
     rule = R.elliptic_rule(1.0, kappa, tol)
@@ -256,7 +258,7 @@ def test_float32_at_tol_1e3_meets_the_float64_budget_up_to_kappa_1e5():
     op_error, _ = _whitened_error(np.diag(np.sqrt(lam)), np.asarray(x, np.float64))
     assert floor < tol and op_error <= 2 * (e + 5 * floor) + (e + 5 * floor) ** 2
     with pytest.raises(ValueError, match="round-off floor"):  # the sinc rule there is refused
-        G.transform_noise(oracle, jnp.eye(d, dtype=jnp.float32), mean=jnp.zeros(d),
+        G.transform_noise(_KEY, oracle, jnp.eye(d, dtype=jnp.float32), mean=jnp.zeros(d),
                           lambda_min=1.0, lambda_max=kappa, tol=tol, rule="sinc")
 
 
@@ -269,7 +271,8 @@ def test_float64_below_floor_warns_for_sinc_only(x64):
 
     def trace(rule):
         return jax.eval_shape(lambda z: G.transform_noise(
-            oracle, z, mean=jnp.zeros(2), lambda_min=1.0, lambda_max=1e4, tol=1e-9, rule=rule), z)
+            _KEY, oracle, z, mean=jnp.zeros(2), lambda_min=1.0, lambda_max=1e4, tol=1e-9,
+            rule=rule), z)
 
     with pytest.warns(UserWarning, match="round-off floor .* of the sinc rule"):
         trace("sinc")
@@ -283,11 +286,11 @@ def test_new_precision_and_mean_reuse_the_compilation():
     # nothing
     kwargs = dict(lambda_min=1.0, lambda_max=50.0, tol=1e-3, num_samples=4)
     mean = jnp.ones(3)
-    oracle = G.smoothed_score_oracle(jnp.diag(jnp.asarray([1.0, 7.0, 50.0])), mean)
+    oracle = G.SmoothedScoreOracle(jnp.diag(jnp.asarray([1.0, 7.0, 50.0])), mean)
     G.sample(jax.random.key(0), oracle, mean=mean, **kwargs)
     G.chebyshev_sample(jax.random.key(0), oracle.score, mean=mean, **kwargs)
     other_mean = mean + 1
-    other = G.smoothed_score_oracle(jnp.diag(jnp.asarray([2.0, 3.0, 40.0])), other_mean)
+    other = G.SmoothedScoreOracle(jnp.diag(jnp.asarray([2.0, 3.0, 40.0])), other_mean)
     compiles = []
     listener = lambda name, *args, **kw: compiles.append(name)
     jax.monitoring.register_event_duration_secs_listener(listener)
@@ -307,9 +310,9 @@ def test_sharded_noise_and_outputs_on_four_devices(x64):
     oracle = _diagonal_oracle(lam)
     kwargs = dict(mean=jnp.ones(3), lambda_min=1.0, lambda_max=50.0, tol=1e-6)
     z = jax.random.normal(jax.random.key(1), (8, 3))
-    plain, _ = G.transform_noise(oracle, z, **kwargs)
+    plain, _ = G.transform_noise(_KEY, oracle, z, **kwargs)
     z_sharded = jax.device_put(z, NamedSharding(mesh, P("particles", None)))
-    sharded, _ = G.transform_noise(oracle, z_sharded, **kwargs)
+    sharded, _ = G.transform_noise(_KEY, oracle, z_sharded, **kwargs)
     assert len(sharded.sharding.device_set) == 4
     np.testing.assert_allclose(np.asarray(sharded), np.asarray(plain), rtol=1e-12)
     out = NamedSharding(mesh, P("particles", None))
@@ -323,7 +326,7 @@ def test_sharded_noise_and_outputs_on_four_devices(x64):
 def test_baselines_against_exact_linear_algebra(x64):
     d, kappa = 10, 1e3
     lam, precision, mean, sqrt_precision = _problem(4, d, kappa)
-    oracle = G.smoothed_score_oracle(jnp.asarray(precision), jnp.asarray(mean))
+    oracle = G.SmoothedScoreOracle(jnp.asarray(precision), jnp.asarray(mean))
     score = oracle.score
     key, n = jax.random.key(5), 6
     z = np.asarray(jax.random.normal(key, (n, d), jnp.float64))
@@ -376,13 +379,13 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match="lambda_min"):  # traced: it fixes the level count
         jax.jit(lambda a: G.sample(key, oracle, **{**base, "lambda_min": a})[0])(1.0)
     with pytest.raises(ValueError, match="square"):
-        G.smoothed_score_oracle(jnp.ones((2, 3)), jnp.zeros(2))
+        G.SmoothedScoreOracle(jnp.ones((2, 3)), jnp.zeros(2))
     with pytest.raises(ValueError, match="symmetric"):
-        G.smoothed_score_oracle(jnp.asarray([[1.0, 0.5], [0.0, 1.0]]), jnp.zeros(2))
+        G.SmoothedScoreOracle(jnp.asarray([[1.0, 0.5], [0.0, 1.0]]), jnp.zeros(2))
     with pytest.raises(ValueError, match="positive definite"):
-        G.smoothed_score_oracle(jnp.asarray([[1.0, 0.0], [0.0, -1.0]]), jnp.zeros(2))
+        G.SmoothedScoreOracle(jnp.asarray([[1.0, 0.0], [0.0, -1.0]]), jnp.zeros(2))
     with pytest.raises(ValueError, match="dimension"):
-        G.smoothed_score_oracle(jnp.eye(3), jnp.zeros(2))
+        G.SmoothedScoreOracle(jnp.eye(3), jnp.zeros(2))
     with pytest.raises(ValueError, match="score_fn"):
         G.chebyshev_sample(key, lambda x: x[:1], mean=jnp.zeros(2), lambda_min=1.0,
                            lambda_max=4.0, tol=1e-3, num_samples=1)
@@ -396,8 +399,8 @@ def test_bad_inputs_raise_clear_errors():
                           num_samples=1)
     spectrum = dict(mean=jnp.zeros(2), lambda_min=1.0, lambda_max=4.0, tol=1e-3)
     with pytest.raises(ValueError, match="z must have 2"):
-        G.transform_noise(oracle, jnp.ones(2), **spectrum)
+        G.transform_noise(_KEY, oracle, jnp.ones(2), **spectrum)
     with pytest.raises(TypeError, match="z must be floating"):
-        G.transform_noise(oracle, jnp.ones((1, 2), jnp.int32), **spectrum)
+        G.transform_noise(_KEY, oracle, jnp.ones((1, 2), jnp.int32), **spectrum)
     with pytest.raises(TypeError, match="key"):
-        G.transform_noise(oracle, jnp.ones((1, 2)), bits=4, **spectrum)
+        G.transform_noise(None, oracle, jnp.ones((1, 2)), bits=4, **spectrum)

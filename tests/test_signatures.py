@@ -61,9 +61,6 @@ _PENDING = {
     "jaxsample.diffusion.guidance.fiber_cost": "returns FiberCost",
     "jaxsample.diffusion.guidance.fiber_guidance": "returns DPSGuidance",
     "jaxsample.diffusion.guidance.tag": "returns TAG",
-    "jaxsample.gaussian.resolvent.smoothed_score_oracle":
-        "returns Callable[[jax.Array, jax.Array], jax.Array]",
-    "jaxsample.gaussian.resolvent.transform_noise": "key is not the first positional parameter",
     "jaxsample.mcmc.stopping.poisson_td_loss": "no return annotation",
     "jaxsample.particles._tilt.exact_tilt": "returns ExactTilt",
     "jaxsample.particles._tilt.plugin_tilt": "returns Tilt",

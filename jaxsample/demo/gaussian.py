@@ -48,13 +48,14 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
         z = jax.random.normal(key_noise, (num_samples, dim), jnp.float64)
         for kappa in (1e2, 1e6):
             precision, sqrt_precision = _problem(rng, dim, kappa)
-            oracle = gaussian.smoothed_score_oracle(jnp.asarray(precision), mean)
+            oracle = gaussian.SmoothedScoreOracle(jnp.asarray(precision), mean)
             spectrum = dict(lambda_min=1.0, lambda_max=kappa, tol=tol)
             error = lambda x, noise, root=sqrt_precision: _error(x, noise, mean_np, root)
 
             for rule in ("elliptic", "sinc"):
                 t0 = time.perf_counter()
-                x, info = gaussian.transform_noise(oracle, z, mean=mean, rule=rule, **spectrum)
+                x, info = gaussian.transform_noise(key, oracle, z, mean=mean, rule=rule,
+                                                   **spectrum)
                 x.block_until_ready()
                 rows.append([f"{kappa:.0e}", f"{rule} resolvent (smoothed scores)",
                              int(info.num_levels), error(x, z), time.perf_counter() - t0])

@@ -81,7 +81,7 @@ def chebyshev_sample(
     Args:
         key: PRNG key.
         score_fn: ``∇log π``, ``(d,) -> (d,)`` (e.g. ``oracle.score`` of
-            :func:`~jaxsample.gaussian.smoothed_score_oracle`, a pytree, so new precisions reuse
+            :class:`~jaxsample.gaussian.SmoothedScoreOracle`, a pytree, so new precisions reuse
             the compilation).
         mean: ``(d,)`` mean.
         lambda_min, lambda_max, tol: as in :func:`jaxsample.gaussian.sample` (Python numbers:

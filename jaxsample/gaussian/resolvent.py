@@ -12,7 +12,7 @@ rule, and no ``1/ε`` in its round-off floor); the sinc rule is kept as ``rule="
 
 - :func:`sample`: the smoothed-score sampler ``x = m + Σ_k w_k R_{τ_k} z`` (optionally with
   ``b``-bit dithered answers); :func:`transform_noise` is the same map applied to given noise.
-- :func:`smoothed_score_oracle`: ``s_τ`` for a dense or matrix-free precision, in forms that keep
+- :class:`SmoothedScoreOracle`: ``s_τ`` for a dense or matrix-free precision, in forms that keep
   the resolvent accurate; the matrix-free one solves with lineax's conjugate gradients and reports
   the solver's iterations and convergence (:class:`~jaxsample.SolverStats`), which
   :class:`GaussianInfo` carries.
@@ -47,8 +47,8 @@ from jaxsample.kernels.resolvent import RULES, dithered_quantize, quadrature_rul
 
 __all__ = [
     "GaussianInfo",
+    "SmoothedScoreOracle",
     "sample",
-    "smoothed_score_oracle",
     "transform_noise",
 ]
 
@@ -57,21 +57,124 @@ __all__ = [
 # oracles
 
 
-class _DenseSmoothedScore(eqx.Module):
-    """``s_τ(x) = −[f(λ_1) v + Q diag(f(λ) − f(λ_1)) Qᵀ v]``, ``f(λ) = λ/(1 + τλ)``, ``v = x − m``.
+def _two_norm(x):
+    return jnp.linalg.norm(x)
 
-    ``Λ = Q diag(λ) Qᵀ`` with ``λ_1 = λ_min`` first. Both terms have the sign of ``f > 0`` in every
-    eigen-direction, so nothing cancels, and at large ``τ``, where ``f ≈ 1/τ`` for most ``λ``, the
-    bulk ``f(λ_1) v`` never passes through ``Q(·)Qᵀ``: only the small excess
-    ``f(λ) − f(λ_1) = (λ − λ_1)/((1 + τλ)(1 + τλ_1)) ≤ 1/(τ(1 + τλ_1))`` does. Regrouped, this is
-    ``−(v − Q diag(1/(1 + τλ)) Qᵀ v)/τ``; unlike that form it stays accurate as ``τ → 0``.
+
+class SmoothedScoreOracle(eqx.Module):
+    """The smoothed score ``s_τ(x) = −(Σ + τI)^{-1}(x − m)`` of ``N(m, Λ^{-1})``, evaluated stably.
+
+    ``τ = 0`` gives the plain score ``−Λ(x − m)``, also available as ``oracle.score(x)`` for the
+    gradient-only baselines. The forms used here keep what the sampler needs accurate: it forms
+    ``R_τ z = τ z + τ² s_τ(m + z)``, which loses the factor ``τλ`` that ``τ² s_τ ≈ τ z`` cancels,
+    so ``τ² s_τ`` must be accurate to round-off *relative to* ``τ z``. With ``v = x − m``:
+
+    - dense ``Λ = Q diag(λ) Qᵀ`` (one ``eigh`` at construction), ``f(λ) = λ/(1 + τλ)``:
+      ``s_τ(x) = −[f(λ_min) v + Q diag(f(λ) − f(λ_min)) Qᵀ v]`` — two terms of one sign, and at
+      large ``τ`` the bulk ``≈ v/τ`` never goes through ``Q(·)Qᵀ`` (which would add ``√d``-sized
+      round-off); it is ``−(v − Q diag(1/(1 + τλ)) Qᵀ v)/τ`` regrouped, accurate at every
+      ``τ ≥ 0``;
+    - matrix-free (``precision`` a function ``v -> Λ v``): ``s_τ(x) = −(v − w)/τ`` with
+      ``(I + τΛ) w = v`` solved by conjugate gradients (``lineax.CG``, a positive-definite
+      operator), and ``−Λ v`` at ``τ = 0``. The resolvent is then ``τ w``, as accurate as the solve:
+      its relative residual ``tolerance`` enters the sample's whitened error as about
+      ``tolerance · log κ``. For ``τλ ≪ 1`` the subtraction costs ``s_τ`` itself relative accuracy
+      (``≈ tolerance/(τλ)``), which the sampler does not see. CG on ``I + τΛ`` takes up to
+      ``≈ ½√κ log(2/tolerance)`` iterations per query at large ``τ``: the smoothed-score model
+      counts queries, ``info.solver.num_iterations`` counts this work. A product ``Λ v`` rounded
+      relative to ``‖Λ‖‖v‖`` limits any solve to about ``u κ`` relative accuracy in the
+      ``λ_min`` directions.
+
+    ``oracle.with_stats(x, tau)`` returns ``(s_τ(x), SolverStats)``: the CG iterations and whether
+    CG met ``tolerance`` within ``max_iterations`` (zero iterations and ``True`` for the dense
+    oracle). :func:`sample` collects them into :class:`GaussianInfo`; any oracle may offer this
+    method. The oracle is an equinox Module (a pytree whose leaves are ``λ``, ``Q`` and ``m``),
+    so the samplers compile once per shape, not once per precision (and per ``matvec``
+    function for the matrix-free form).
+
+    Args:
+        precision: ``(d, d)`` symmetric positive-definite matrix, or a function ``v -> Λ v`` on
+            ``(d,)`` vectors.
+        mean: ``(d,)`` mean ``m``; its dtype is the oracle's.
+        tolerance: matrix-free only: CG's relative residual tolerance
+            ``‖r‖₂ ≤ tolerance · ‖x − m‖₂`` (default ``10 · eps`` of the dtype).
+        max_iterations: matrix-free only: CG's iteration cap (default ``10 d``).
+
+    Calling the oracle, ``oracle(x, tau) -> (d,)`` for ``x`` of shape ``(d,)`` and a scalar
+    ``tau >= 0``, is the smoothed score; the class is its own constructor (a value, not a
+    sampler), jaxsample's own packaging of the paper's oracle model.
+
+    Raises:
+        ValueError: non-square, non-symmetric or non-positive-definite ``precision``; shape
+            mismatch with ``mean``; a ``matvec`` returning the wrong shape; bad ``tolerance`` or
+            ``max_iterations``.
+        TypeError: non-floating ``mean`` or a dtype mismatch.
+
+    Example:
+        >>> oracle = SmoothedScoreOracle(jnp.diag(jnp.array([1.0, 4.0])), jnp.zeros(2))
+        >>> oracle(jnp.ones(2), 0.5)        # -(λ/(1 + τλ)) x
+        Array([-0.6666667, -1.3333334], dtype=float32)
+        >>> oracle.score(jnp.ones(2))
+        Array([-1., -4.], dtype=float32)
     """
 
-    eigenvalues: jax.Array
-    eigenvectors: jax.Array
     mean: jax.Array
+    eigenvalues: jax.Array | None
+    eigenvectors: jax.Array | None
+    matvec: Callable[[jax.Array], jax.Array] | None = eqx.field(static=True)
+    tolerance: float | None = eqx.field(static=True)
+    max_iterations: int | None = eqx.field(static=True)
+
+    def __init__(self, precision: jax.Array | Callable[[jax.Array], jax.Array],
+                 mean: jax.Array, *, tolerance: float | None = None,
+                 max_iterations: int | None = None):
+        mean = check_mean(mean)
+        dim, dtype = mean.shape[0], mean.dtype
+        self.mean = mean
+        if callable(precision):
+            check_oracle("precision (a matvec)", precision, dim, dtype, with_tau=False)
+            tolerance = check_number("tolerance", tolerance, allow_none=True, maximum=1.0)
+            max_iterations = check_int("max_iterations", max_iterations, 1, allow_none=True)
+            self.matvec = precision
+            self.tolerance = (10 * float(jnp.finfo(dtype).eps) if tolerance is None
+                              else tolerance)
+            self.max_iterations = 10 * dim if max_iterations is None else max_iterations
+            self.eigenvalues = self.eigenvectors = None
+            return
+        precision = check_precision(precision, dim, dtype)
+        eigenvalues, eigenvectors = jnp.linalg.eigh(precision)
+        if is_concrete(eigenvalues) and float(eigenvalues[0]) <= 0:
+            raise ValueError("precision must be positive definite, got smallest eigenvalue "
+                             f"{float(eigenvalues[0])}")
+        self.eigenvalues, self.eigenvectors = eigenvalues, eigenvectors
+        self.matvec = self.tolerance = self.max_iterations = None
 
     def __call__(self, x, tau):
+        return self.with_stats(x, tau)[0]
+
+    def with_stats(self, x, tau):
+        """``(s_τ(x), SolverStats)``: the score and the CG solve's iterations and convergence
+        (zero iterations and ``successful`` for the dense form, which solves nothing)."""
+        if self.matvec is None:
+            return self._spectral(x, tau), no_solve()
+        return self._conjugate_gradients(x, tau)
+
+    def score(self, x):
+        """The plain score ``∇log π(x) = −Λ(x − m)`` (``τ = 0``; one product, no solve)."""
+        if self.matvec is None:
+            return self._spectral(x, 0.0)
+        return -self.matvec(x - self.mean)
+
+    def _spectral(self, x, tau):
+        """``s_τ(x) = −[f(λ_1) v + Q diag(f(λ) − f(λ_1)) Qᵀ v]``, ``f(λ) = λ/(1 + τλ)``.
+
+        ``Λ = Q diag(λ) Qᵀ`` with ``λ_1 = λ_min`` first. Both terms have the sign of ``f > 0`` in
+        every eigen-direction, so nothing cancels, and at large ``τ``, where ``f ≈ 1/τ`` for most
+        ``λ``, the bulk ``f(λ_1) v`` never passes through ``Q(·)Qᵀ``: only the small excess
+        ``f(λ) − f(λ_1) = (λ − λ_1)/((1 + τλ)(1 + τλ_1)) ≤ 1/(τ(1 + τλ_1))`` does. Regrouped,
+        this is ``−(v − Q diag(1/(1 + τλ)) Qᵀ v)/τ``; unlike that form it stays accurate as
+        ``τ → 0``.
+        """
         with jax.named_scope("dense_smoothed_score"):
             tau = jnp.asarray(tau, self.mean.dtype)
             lam, lam_min = self.eigenvalues, self.eigenvalues[0]
@@ -81,34 +184,14 @@ class _DenseSmoothedScore(eqx.Module):
             coordinates = self.eigenvectors.T @ offset
             return -(bulk * offset + self.eigenvectors @ (excess * coordinates))
 
-    def with_stats(self, x, tau):
-        """``(s_τ(x), SolverStats)``; a spectral evaluation solves nothing."""
-        return self(x, tau), no_solve()
+    def _conjugate_gradients(self, x, tau):
+        """``s_τ(x) = −(v − w)/τ`` with ``(I + τΛ) w = v = x − m`` by lineax's CG.
 
-    def score(self, x):
-        """The plain score ``∇log π(x) = −Λ(x − m)`` (``τ = 0``)."""
-        return self(x, 0.0)
-
-
-def _two_norm(x):
-    return jnp.linalg.norm(x)
-
-
-class _MatrixFreeSmoothedScore(eqx.Module):
-    """``s_τ(x) = −(v − w)/τ`` with ``(I + τΛ) w = v = x − m`` by lineax's conjugate gradients.
-
-    The sampler forms ``R_τ z = τ z + τ² s_τ(m + z) = τ w`` (up to the rounding of ``v``): the
-    solve's error enters the resolvent as ``τ (I + τΛ)^{-1} r``, never amplified by ``1 + τλ``, as
-    it would be through ``(I + τΛ) y = Λ v``. At ``τ = 0`` it is the plain product ``−Λ v``.
-    """
-
-    matvec: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
-    mean: jax.Array
-    tolerance: float = eqx.field(static=True)
-    max_iterations: int = eqx.field(static=True)
-
-    def with_stats(self, x, tau):
-        """``(s_τ(x), SolverStats)``: the score and the CG solve's iterations and convergence."""
+        The sampler forms ``R_τ z = τ z + τ² s_τ(m + z) = τ w`` (up to the rounding of ``v``):
+        the solve's error enters the resolvent as ``τ (I + τΛ)^{-1} r``, never amplified by
+        ``1 + τλ``, as it would be through ``(I + τΛ) y = Λ v``. At ``τ = 0`` it is the plain
+        product ``−Λ v``.
+        """
         with jax.named_scope("matrix_free_smoothed_score"):
             dtype = self.mean.dtype
             tau = jnp.asarray(tau, dtype)
@@ -138,94 +221,6 @@ class _MatrixFreeSmoothedScore(eqx.Module):
             # τ is the same for every sample of a level, so under the sampler's vmap this stays a
             # branch: the product runs only at τ = 0
             return jax.lax.cond(tau > 0, solve, product, offset)
-
-    def __call__(self, x, tau):
-        return self.with_stats(x, tau)[0]
-
-    def score(self, x):
-        """The plain score ``∇log π(x) = −Λ(x − m)`` (one product, no solve)."""
-        return -self.matvec(x - self.mean)
-
-
-def smoothed_score_oracle(
-    precision: jax.Array | Callable[[jax.Array], jax.Array],
-    mean: jax.Array,
-    *,
-    tolerance: float | None = None,
-    max_iterations: int | None = None,
-) -> Callable[[jax.Array, jax.Array], jax.Array]:
-    """The smoothed score ``s_τ(x) = −(Σ + τI)^{-1}(x − m)`` of ``N(m, Λ^{-1})``, evaluated stably.
-
-    ``τ = 0`` gives the plain score ``−Λ(x − m)``, also available as ``oracle.score(x)`` for the
-    gradient-only baselines. The forms used here keep what the sampler needs accurate: it forms
-    ``R_τ z = τ z + τ² s_τ(m + z)``, which loses the factor ``τλ`` that ``τ² s_τ ≈ τ z`` cancels,
-    so ``τ² s_τ`` must be accurate to round-off *relative to* ``τ z``. With ``v = x − m``:
-
-    - dense ``Λ = Q diag(λ) Qᵀ`` (one ``eigh`` at construction), ``f(λ) = λ/(1 + τλ)``:
-      ``s_τ(x) = −[f(λ_min) v + Q diag(f(λ) − f(λ_min)) Qᵀ v]`` — two terms of one sign, and at
-      large ``τ`` the bulk ``≈ v/τ`` never goes through ``Q(·)Qᵀ`` (which would add ``√d``-sized
-      round-off); it is ``−(v − Q diag(1/(1 + τλ)) Qᵀ v)/τ`` regrouped, accurate at every
-      ``τ ≥ 0``;
-    - matrix-free (``precision`` a function ``v -> Λ v``): ``s_τ(x) = −(v − w)/τ`` with
-      ``(I + τΛ) w = v`` solved by conjugate gradients (``lineax.CG``, a positive-definite
-      operator), and ``−Λ v`` at ``τ = 0``. The resolvent is then ``τ w``, as accurate as the solve:
-      its relative residual ``tolerance`` enters the sample's whitened error as about
-      ``tolerance · log κ``. For ``τλ ≪ 1`` the subtraction costs ``s_τ`` itself relative accuracy
-      (``≈ tolerance/(τλ)``), which the sampler does not see. CG on ``I + τΛ`` takes up to
-      ``≈ ½√κ log(2/tolerance)`` iterations per query at large ``τ``: the smoothed-score model
-      counts queries, ``info.solver.num_iterations`` counts this work. A product ``Λ v`` rounded
-      relative to ``‖Λ‖‖v‖`` limits any solve to about ``u κ`` relative accuracy in the
-      ``λ_min`` directions.
-
-    ``oracle.with_stats(x, tau)`` returns ``(s_τ(x), SolverStats)``: the CG iterations and whether
-    CG met ``tolerance`` within ``max_iterations`` (zero iterations and ``True`` for the dense
-    oracle). :func:`sample` collects them into :class:`GaussianInfo`; any oracle may offer this
-    method. The oracle is an equinox Module (a pytree whose leaves are ``λ``, ``Q`` and ``m``),
-    so the samplers compile once per shape, not once per precision.
-
-    Args:
-        precision: ``(d, d)`` symmetric positive-definite matrix, or a function ``v -> Λ v`` on
-            ``(d,)`` vectors.
-        mean: ``(d,)`` mean ``m``; its dtype is the oracle's.
-        tolerance: matrix-free only: CG's relative residual tolerance
-            ``‖r‖₂ ≤ tolerance · ‖x − m‖₂`` (default ``10 · eps`` of the dtype).
-        max_iterations: matrix-free only: CG's iteration cap (default ``10 d``).
-
-    Returns:
-        ``oracle(x, tau) -> (d,)`` for ``x`` of shape ``(d,)`` and a scalar ``tau >= 0``.
-
-    Raises:
-        ValueError: non-square, non-symmetric or non-positive-definite ``precision``; shape
-            mismatch with ``mean``; a ``matvec`` returning the wrong shape; bad ``tolerance`` or
-            ``max_iterations``.
-        TypeError: non-floating ``mean`` or a dtype mismatch.
-
-    Example:
-        >>> oracle = smoothed_score_oracle(jnp.diag(jnp.array([1.0, 4.0])), jnp.zeros(2))
-        >>> oracle(jnp.ones(2), 0.5)        # -(λ/(1 + τλ)) x
-        Array([-0.6666667, -1.3333334], dtype=float32)
-        >>> oracle.score(jnp.ones(2))
-        Array([-1., -4.], dtype=float32)
-    """
-    mean = check_mean(mean)
-    dim, dtype = mean.shape[0], mean.dtype
-    if callable(precision):
-        check_oracle("precision (a matvec)", precision, dim, dtype, with_tau=False)
-        tolerance = check_number("tolerance", tolerance, allow_none=True, maximum=1.0)
-        max_iterations = check_int("max_iterations", max_iterations, 1, allow_none=True)
-        return _MatrixFreeSmoothedScore(
-            matvec=precision,
-            mean=mean,
-            tolerance=10 * float(jnp.finfo(dtype).eps) if tolerance is None else tolerance,
-            max_iterations=10 * dim if max_iterations is None else max_iterations,
-        )
-    precision = check_precision(precision, dim, dtype)
-    eigenvalues, eigenvectors = jnp.linalg.eigh(precision)
-    if is_concrete(eigenvalues) and float(eigenvalues[0]) <= 0:
-        raise ValueError(
-            f"precision must be positive definite, got smallest eigenvalue {float(eigenvalues[0])}"
-        )
-    return _DenseSmoothedScore(eigenvalues=eigenvalues, eigenvectors=eigenvectors, mean=mean)
 
 
 class _WithoutStats(eqx.Module):
@@ -333,6 +328,7 @@ def _check_bits(bits):
 
 
 def transform_noise(
+    key: jax.Array,
     smoothed_score_fn: Callable[[jax.Array, jax.Array], jax.Array],
     z: jax.Array,
     *,
@@ -341,34 +337,35 @@ def transform_noise(
     lambda_max: float,
     tol: float,
     bits: int | str | None = None,
-    key: jax.Array | None = None,
     rule: str = "elliptic",
 ) -> tuple[jax.Array, GaussianInfo]:
     """Maps standard normal noise ``z`` to samples ``x = m + S z``; :func:`sample` without the draw.
 
     Same method, arguments, accounting and checks as :func:`sample`, which is
-    ``transform_noise(fn, normal(key, (num_samples, d)), ...)``. Without ``bits`` the map is linear
-    in ``z`` with ``S = r(Λ)`` symmetric, so ``S`` can be read off unit vectors; use it for common
-    random numbers or to test the method.
+    ``transform_noise(dither_key, fn, normal(noise_key, (num_samples, d)), ...)``. Without
+    ``bits`` the map is linear in ``z`` with ``S = r(Λ)`` symmetric and the key is unused, so
+    ``S`` can be read off unit vectors; use it for common random numbers or to test the method.
 
     Args:
+        key: PRNG key for the dither of finite-bit answers (``bits``); unused otherwise, but
+            required like every key (the one-shot shape: key first).
         smoothed_score_fn: as in :func:`sample`.
         z: ``(n, d)`` noise; it fixes ``d`` and the dtype.
         mean: ``(d,)`` mean, or ``None`` (estimated by Tweedie steps, see :func:`sample`).
         lambda_min, lambda_max, tol, bits, rule: as in :func:`sample`.
-        key: PRNG key for the dither, required when ``bits`` is not ``None``.
 
     Returns:
         ``(samples, info)`` with ``samples`` of shape ``(n, d)``.
 
     Example:
         >>> lam = jnp.array([1.0, 100.0])
-        >>> score = smoothed_score_oracle(jnp.diag(lam), jnp.zeros(2))
-        >>> x, _ = transform_noise(score, jnp.eye(2), mean=jnp.zeros(2), lambda_min=1.0,
-        ...                        lambda_max=100.0, tol=1e-3)
+        >>> score = SmoothedScoreOracle(jnp.diag(lam), jnp.zeros(2))
+        >>> x, _ = transform_noise(jax.random.key(0), score, jnp.eye(2), mean=jnp.zeros(2),
+        ...                        lambda_min=1.0, lambda_max=100.0, tol=1e-3)
         >>> bool(jnp.allclose(jnp.diag(x), lam**-0.5, rtol=2e-3))
         True
     """
+    key = check_key("key", key)
     lambda_min, lambda_max, tol = check_spectrum(lambda_min, lambda_max, tol)
     z = check_noise(z)
     num_samples, dim = z.shape
@@ -385,8 +382,6 @@ def transform_noise(
         center = jnp.zeros(dim, dtype)
     check_oracle("smoothed_score_fn", smoothed_score_fn, dim, dtype, with_tau=True)
     bits = _check_bits(bits)
-    if bits is not None:
-        check_key("key (for the dither, required when bits is not None)", key)
     rule = check_choice("rule", rule, tuple(RULES))
 
     quadrature = quadrature_rule(rule, lambda_min, lambda_max, tol)
@@ -466,7 +461,7 @@ def sample(
     ``b_{k+1} = b_k + τ_k s_{τ_k}(b_k)`` from one step at ``τ_pre = max(τ_1, 1/(u λ_min))``
     (``u`` the unit round-off), which lands within round-off of ``m``:
     ``q · num_samples + q + 1`` queries, and the last base point is the mean estimate. An oracle
-    with an inner solver (the matrix-free :func:`smoothed_score_oracle`) reports its iterations
+    with an inner solver (the matrix-free :class:`SmoothedScoreOracle`) reports its iterations
     and convergence through ``with_stats``; ``info.solver`` (a :class:`~jaxsample.SolverStats`)
     carries them.
 
@@ -487,15 +482,15 @@ def sample(
     (``ValueError``: use float64) and warned about in float64. Elliptic: float64 serves
     ``tol = 1e-10`` up to ``κ ≈ 10¹⁰``, float32 ``tol = 1e-3`` up to ``κ ≈ 10⁶``; sinc: float64
     ``tol = 1e-6`` up to ``κ ≈ 10⁸``, float32 ``tol = 1e-3`` up to ``κ ≈ 500``. It assumes
-    answers accurate to round-off relative to ``τ z`` (as :func:`smoothed_score_oracle`'s are); an
+    answers accurate to round-off relative to ``τ z`` (as :class:`SmoothedScoreOracle`'s are); an
     oracle with relative error ``δ > u`` (e.g. the dense float32 ``eigh`` oracle, ``δ ~ √d u``)
     raises it by ``δ/u``, and a mean far larger than the spread adds ``u ‖m‖`` per level.
 
     Args:
         key: PRNG key.
         smoothed_score_fn: ``s(x, tau) -> (d,)``, the score of ``π ∗ N(0, tau I)`` at ``x``
-            (e.g. :func:`smoothed_score_oracle`); called with ``tau`` of the samples' dtype.
-            Oracles from :func:`smoothed_score_oracle` are pytrees: a new precision of the same
+            (e.g. :class:`SmoothedScoreOracle`); called with ``tau`` of the samples' dtype.
+            Oracles from :class:`SmoothedScoreOracle` are pytrees: a new precision of the same
             shape reuses the compiled sampler; a plain function is compiled once per object.
         mean: ``(d,)`` mean ``m`` if known; it fixes ``d`` and the dtype.
         dim: ``d`` when ``mean`` is ``None`` (the dtype is then JAX's default float).
@@ -519,7 +514,7 @@ def sample(
 
     Example:
         >>> lam, m = jnp.array([1.0, 100.0]), jnp.array([1.0, -1.0])
-        >>> score = smoothed_score_oracle(jnp.diag(lam), m)
+        >>> score = SmoothedScoreOracle(jnp.diag(lam), m)
         >>> x, info = sample(jax.random.key(0), score, mean=m, lambda_min=1.0, lambda_max=100.0,
         ...                  tol=1e-3, num_samples=2)
         >>> x.shape, int(info.num_levels), int(info.num_queries)
@@ -540,6 +535,6 @@ def sample(
     noise_key, dither_key = jax.random.split(key)
     z = jax.random.normal(noise_key, (num_samples, dim), dtype)
     return transform_noise(
-        smoothed_score_fn, z, mean=mean, lambda_min=lambda_min, lambda_max=lambda_max, tol=tol,
-        bits=bits, key=dither_key, rule=rule,
+        dither_key, smoothed_score_fn, z, mean=mean, lambda_min=lambda_min,
+        lambda_max=lambda_max, tol=tol, bits=bits, rule=rule,
     )

@@ -15,13 +15,20 @@ def _mean(dtype):
 
 def _dense(dtype):
     mean = _mean(dtype)
-    oracle = resolvent.smoothed_score_oracle(jnp.diag(jnp.asarray(_LAM, dtype)), mean)
+    oracle = resolvent.SmoothedScoreOracle(jnp.diag(jnp.asarray(_LAM, dtype)), mean)
     return lambda key: resolvent.sample(key, oracle, mean=mean, num_samples=4, **_SPECTRUM)
+
+
+def _dithered(dtype):
+    mean = _mean(dtype)
+    oracle = resolvent.SmoothedScoreOracle(jnp.diag(jnp.asarray(_LAM, dtype)), mean)
+    z = jnp.asarray([[1.0, -0.5, 0.25], [0.0, 2.0, -1.0]], dtype)
+    return lambda key: resolvent.transform_noise(key, oracle, z, mean=mean, bits=6, **_SPECTRUM)
 
 
 def _call(**change):
     mean = _mean(jnp.float32)
-    oracle = resolvent.smoothed_score_oracle(jnp.diag(jnp.asarray(_LAM)), mean)
+    oracle = resolvent.SmoothedScoreOracle(jnp.diag(jnp.asarray(_LAM)), mean)
     kwargs = dict(mean=mean, num_samples=2, **_SPECTRUM) | change
     key = kwargs.pop("key", KEY)
     return lambda: resolvent.sample(key, oracle, **kwargs)
@@ -53,15 +60,30 @@ ENTRIES = [
             BadInput(_call(mean=jnp.zeros(3, jnp.int32)), TypeError, "mean"),
             BadInput(_call(mean=None), ValueError, "dim"),
             BadInput(_call(key=None), TypeError, "key"),
-            BadInput(lambda: resolvent.smoothed_score_oracle(lambda v: v[:1], jnp.zeros(3)),
+            BadInput(lambda: resolvent.SmoothedScoreOracle(lambda v: v[:1], jnp.zeros(3)),
                      ValueError, "matvec"),
-            BadInput(lambda: resolvent.smoothed_score_oracle(lambda v: v, jnp.zeros(3),
-                                                             tolerance=0.0),
+            BadInput(lambda: resolvent.SmoothedScoreOracle(lambda v: v, jnp.zeros(3),
+                                                           tolerance=0.0),
                      ValueError, "tolerance"),
-            BadInput(lambda: resolvent.smoothed_score_oracle(lambda v: v, jnp.zeros(3),
-                                                             max_iterations=0),
+            BadInput(lambda: resolvent.SmoothedScoreOracle(lambda v: v, jnp.zeros(3),
+                                                           max_iterations=0),
                      ValueError, "max_iterations"),
         ),
         note=_NOTE,
+    ),
+    Entry(
+        name="gaussian.resolvent/transform_noise_bits",
+        module="jaxsample.gaussian.resolvent",
+        build=_dithered,
+        bad_inputs=(
+            BadInput(lambda: resolvent.transform_noise(
+                None, resolvent.SmoothedScoreOracle(jnp.eye(3), jnp.zeros(3)), jnp.ones((1, 3)),
+                **_SPECTRUM), TypeError, "key"),
+            BadInput(lambda: resolvent.transform_noise(
+                KEY, resolvent.SmoothedScoreOracle(jnp.eye(3), jnp.zeros(3)), jnp.ones(3),
+                **_SPECTRUM), ValueError, "z must have 2"),
+        ),
+        note="the given-noise map with 6-bit dithered answers: the key drives the dither only; "
+             "no traced hyper-parameter (as above)",
     ),
 ]
