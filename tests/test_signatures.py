@@ -50,8 +50,6 @@ _PENDING = {
     "jaxsample.decision.psrl.evaluate_policy": "returns jax.Array",
     "jaxsample.decision.psrl.sample_trajectory": "returns tuple[jax.Array, jax.Array, jax.Array]",
     "jaxsample.diagnostics.diagnose.diagnose": "returns Diagnosis",
-    "jaxsample.diffusion._oracles.sudoku4_grids": "returns np.ndarray",
-    "jaxsample.diffusion._oracles.sudoku4_index": "returns jax.Array",
     "jaxsample.diffusion._priors.ring_of_gaussians":
         "count num_components is not keyword-only; returns GaussianMixturePrior",
     "jaxsample.diffusion._priors.time_posterior_kl": "no return annotation",

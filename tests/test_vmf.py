@@ -4,6 +4,8 @@ dtype preservation, jit == eager, vmap over keys, traced hyper-parameters and ba
 contract entry (tests/contract/diffusion_vmf.py).
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -13,6 +15,7 @@ import scipy.integrate
 import scipy.special
 import scipy.stats
 
+from jaxsample.datasets import sudoku4_grids, sudoku4_index
 from jaxsample.diffusion import vmf
 from jaxsample.kernels import sphere
 
@@ -27,6 +30,9 @@ EMB8 = _unit(42, 4, 8).astype(np.float32)
 
 
 def _bessel_ratio(kappa, dim):
+    """A_d(κ) = I_{d/2}(κ)/I_{d/2−1}(κ), the mean cosine of vMF(κ); 0 at κ = 0 (uniform)."""
+    if kappa == 0:
+        return 0.0
     return scipy.special.ive(dim / 2, kappa) / scipy.special.ive(dim / 2 - 1, kappa)
 
 
@@ -43,9 +49,9 @@ def _cosine_cdf(kappa, dim):
 TRANSPORT_DRAWS, TRANSPORT_DIM = 20_000, 4
 
 
-@jax.jit
-def _transport(start, num_steps, kappa_max, t0):
-    path = vmf.VMFPath(TRANSPORT_DIM, kappa_max)
+@functools.partial(jax.jit, static_argnames="schedule")
+def _transport(start, num_steps, kappa_max, t0, schedule):
+    path = vmf.VMFPath(TRANSPORT_DIM, kappa_max, schedule)
     e = jnp.eye(TRANSPORT_DIM)[:1]
     dt = (1 - t0) / num_steps
     one_token = jnp.ones((start.shape[0], 1))
@@ -56,26 +62,62 @@ def _transport(start, num_steps, kappa_max, t0):
     return jax.lax.fori_loop(0, num_steps, step, start)[:, 0]
 
 
-def test_conditional_ode_transports_vmf():
-    """Exact vMF(κ(t₀)) draws (Wood), moved by the conditional ODE, are vMF(κ(t₁)) draws.
+@pytest.mark.parametrize("schedule, t0, num_steps", [("linear", 0.0, 192),
+                                                     ("quadratic", 0.5, 96)])
+def test_conditional_ode_transports_vmf(schedule, t0, num_steps):
+    """Exact vMF(κ(t₀)) draws (Wood), moved by the conditional ODE to t = 1, are vMF(κ_max)
+    draws: the paper's linear schedule from the uniform law (κ = 0, where its κ′ is not 0, so
+    the first step moves), the quadratic one from t₀ = 1/2.
 
-    Mean cosine vs A_d(κ(t₁)) within 4 MC SE plus the step-halving estimate |m_N − m_2N| of the
-    first-order Euler error of m_2N (same start for both); KS of the cosines vs the exact law.
+    Error budget = Monte Carlo + the step-halving estimate of the first-order Euler error of the
+    2N-step result (same start for N and 2N steps): the mean cosine is within 4 MC SE of
+    A_d(κ_max) plus |m_N − m_2N|, and the KS distance of the cosines to the exact law is within
+    its p = 1e-3 critical value plus the KS distance between the N- and 2N-step cosines.
     """
-    dim, n, kappa_max, t0 = TRANSPORT_DIM, TRANSPORT_DRAWS, 50.0, 0.5
+    dim, n, kappa_max = TRANSPORT_DIM, TRANSPORT_DRAWS, 50.0
     mean = np.zeros((n, dim), np.float32)
     mean[:, 0] = 1
-    start = sphere.vmf_sample(jax.random.key(0), jnp.asarray(mean),
-                              jnp.float32(kappa_max * t0**2))
+    kappa_start = float(vmf.VMFPath(dim, kappa_max, schedule).kappa(jnp.float32(t0)))
+    start = sphere.vmf_sample(jax.random.key(0), jnp.asarray(mean), jnp.float32(kappa_start))
     u0 = np.asarray(start[:, 0], np.float64)
-    assert abs(u0.mean() - _bessel_ratio(kappa_max * t0**2, dim)) <= 4 * u0.std() / np.sqrt(n)
-    coarse, fine = (np.asarray(_transport(start, steps, jnp.float32(kappa_max), jnp.float32(t0)),
-                               np.float64) for steps in (96, 192))
+    assert abs(u0.mean() - _bessel_ratio(kappa_start, dim)) <= 4 * u0.std() / np.sqrt(n)
+    coarse, fine = (np.asarray(_transport(start, steps, jnp.float32(kappa_max), jnp.float32(t0),
+                                          schedule), np.float64)
+                    for steps in (num_steps, 2 * num_steps))
     target = _bessel_ratio(kappa_max, dim)
     halving = abs(coarse.mean() - fine.mean())
     assert abs(fine.mean() - target) <= 4 * fine.std() / np.sqrt(n) + halving
     assert halving < 2e-3        # the Euler error itself is small and halves with the step
-    assert scipy.stats.kstest(fine, _cosine_cdf(kappa_max, dim)).pvalue > 1e-3
+    distance = scipy.stats.kstest(fine, _cosine_cdf(kappa_max, dim)).statistic
+    halving_distance = scipy.stats.ks_2samp(coarse, fine).statistic
+    assert distance <= scipy.stats.kstwo.ppf(1 - 1e-3, n) + halving_distance
+
+
+def test_schedules_and_corrector_rules():
+    """The linear schedule (the default) steps uniformly in κ; the quadratic one has κ′(0) = 0.
+    The paper's corrector rule ε = c(1 − κ/κ_max)² vanishes at the clean end, with c = 0.01 by
+    default; jaxsample's ε = c/(κ + d − 1) with c = 1."""
+    t = jnp.linspace(0.0, 1.0, 9)
+    linear = vmf.VMFPath(8)
+    quadratic = vmf.VMFPath(8, 50.0, "quadratic")
+    vanishing = vmf.VMFPath(8, 50.0, corrector="vanishing")
+    np.testing.assert_allclose(linear.kappa(t), 50 * t, rtol=1e-6)
+    np.testing.assert_allclose(linear.kappa_rate(t), 50.0)
+    assert float(quadratic.kappa_rate(t[0])) == 0.0
+    # Euler increments κ′(t_k) h of eight steps: all 50 for linear, 43.75 for t²
+    assert float(jnp.sum(quadratic.kappa_rate(t[:-1])) / 8) == pytest.approx(43.75)
+    np.testing.assert_allclose(vanishing.corrector_scale(t), (1 - t) ** 2, atol=1e-7)
+    np.testing.assert_allclose(linear.corrector_scale(t), 1 / (50 * t + 7), rtol=1e-6)
+    assert (vanishing.default_corrector_step_size, linear.default_corrector_step_size) == (
+        0.01, 1.0)
+    # the sampler takes the rule's own c when given none (one compilation: c is traced)
+    emb = jnp.eye(8)[:4]
+    oracle = vmf.Sudoku4Oracle(emb, vanishing)
+    runs = [vmf.sample(jax.random.key(4), oracle, emb, vanishing, seq_len=16, num_samples=4,
+                       num_steps=4, sampler="pc", corrector_step_size=c)[1].x
+            for c in (None, 0.01, 0.02)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
 
 
 @jax.jit
@@ -113,7 +155,7 @@ def test_marginal_fields_tangent_and_score_is_projected_gradient(x64):
 @jax.jit
 def _oracle_evaluations(x):
     emb = jnp.asarray(EMB8)
-    grids = jnp.asarray(vmf.sudoku4_grids())
+    grids = jnp.asarray(sudoku4_grids())
     clean = emb[grids[123]]                                   # the noise-free grid 123
     vmf_path = vmf.VMFPath(8, 1e4)
     out = {}
@@ -124,13 +166,13 @@ def _oracle_evaluations(x):
         out[name + "_t0_marginals"] = oracle(x, jnp.float32(0.0))
         out[name + "_mid"] = oracle.grid_posterior(x, jnp.float32(0.4))
     out["point_mass"] = vmf.Sudoku4Oracle(emb, vmf_path).grid_posterior(clean, jnp.float32(1.0))
-    out["index"] = vmf.sudoku4_index(grids)
-    out["invalid"] = vmf.sudoku4_index(grids.at[:, 0].set((grids[:, 0] + 1) % 4))
+    out["index"] = sudoku4_index(grids)
+    out["invalid"] = sudoku4_index(grids.at[:, 0].set((grids[:, 0] + 1) % 4))
     return out
 
 
 def test_sudoku_grids_and_oracle_limits():
-    grids = vmf.sudoku4_grids()
+    grids = sudoku4_grids()
     assert grids.shape == (288, 16) and len({tuple(g) for g in grids}) == 288
     cells = grids.reshape(-1, 4, 4)
     boxes = cells.reshape(-1, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4).reshape(-1, 4, 4)
@@ -233,7 +275,7 @@ def test_end_to_end_sudoku_valid_and_uniform(sampler):
     tokens, info = vmf.sample(jax.random.key(7), posterior, EMB8, path, seq_len=16,
                               num_samples=num_samples, num_steps=num_steps, sampler=sampler)
     assert int(info.nfe) == 32 and not bool(info.nonfinite.any())
-    index = np.asarray(vmf.sudoku4_index(tokens))
+    index = np.asarray(sudoku4_index(tokens))
     valid = index >= 0
     assert valid.mean() >= 0.99
     counts = np.bincount(index[valid], minlength=288)
@@ -248,4 +290,4 @@ def test_nonfinite_posterior_is_flagged_not_propagated():
     flagged = np.asarray(info.nonfinite)
     assert flagged.any() and not flagged.all()
     assert np.all(np.isfinite(np.asarray(info.x)))
-    assert np.all(np.asarray(vmf.sudoku4_index(tokens))[~flagged] >= 0)
+    assert np.all(np.asarray(sudoku4_index(tokens))[~flagged] >= 0)

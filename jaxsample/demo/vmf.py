@@ -20,6 +20,7 @@ NUM_SAMPLES = 256
 def run(key: jax.Array, outdir: Path) -> SectionReport:
     import matplotlib.pyplot as plt
 
+    from jaxsample.datasets import sudoku4_index
     from jaxsample.diffusion import vmf
 
     e = np.random.default_rng(42).normal(size=(4, 8))
@@ -36,7 +37,7 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
             steps = nfe - 1 if sampler == "ode" else nfe // 2
             tokens, info = vmf.sample(key, oracle, emb, path, seq_len=16,
                                       num_samples=NUM_SAMPLES, num_steps=steps, sampler=sampler)
-            index = np.asarray(vmf.sudoku4_index(tokens))
+            index = np.asarray(sudoku4_index(tokens))
             rates[name, nfe] = float(np.mean(index >= 0))
             distinct = len(np.unique(index[index >= 0]))
             rows.append([name, int(info.nfe), rates[name, nfe], distinct])

@@ -16,71 +16,18 @@ would, but a point outside every support gets the least-violating explanation in
 
 from __future__ import annotations
 
-import functools
-import itertools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxsample._checks import check_array
+from jaxsample.datasets import sudoku4_grids
 from jaxsample.diffusion._paths import FlowPath
 from jaxsample.kernels import logspace
 
-__all__ = ["MarkovChainOracle", "Sudoku4Oracle", "sudoku4_grids", "sudoku4_index"]
+__all__ = ["MarkovChainOracle", "Sudoku4Oracle"]
 
 SUDOKU_LEN, SUDOKU_VOCAB = 16, 4
-
-
-@functools.lru_cache(maxsize=1)
-def _grids() -> np.ndarray:
-    perms = np.asarray(list(itertools.permutations(range(4))), np.int8)           # (24, 4)
-    rows = np.stack(np.meshgrid(*[np.arange(24)] * 4, indexing="ij"), -1).reshape(-1, 4)
-    grids = perms[rows]                                                            # (n, 4, 4)
-    symbols = np.arange(4)[:, None]
-    columns_ok = np.all(np.sort(grids, axis=1) == symbols, axis=(1, 2))
-    boxes = grids.reshape(-1, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4).reshape(-1, 4, 4)
-    boxes_ok = np.all(np.sort(boxes, axis=2) == symbols.T, axis=(1, 2))
-    valid = grids[columns_ok & boxes_ok].reshape(-1, SUDOKU_LEN).astype(np.int32)
-    codes = _codes_np(valid)
-    return valid[np.argsort(codes)]
-
-
-def _codes_np(tokens):
-    return (tokens.astype(np.uint64) * (4 ** np.arange(SUDOKU_LEN, dtype=np.uint64))).sum(-1)
-
-
-def sudoku4_grids() -> np.ndarray:
-    """The 288 valid 4×4 Sudoku grids as ``(288, 16)`` int32 tokens in 0..3 (row-major cells).
-
-    Example:
-        >>> grids = sudoku4_grids()
-        >>> grids.shape, grids[0].reshape(4, 4)[0].tolist()
-        ((288, 16), [0, 1, 2, 3])
-    """
-    return _grids().copy()
-
-
-@jax.jit
-def sudoku4_index(tokens: jax.Array) -> jax.Array:
-    """Index in :func:`sudoku4_grids` of each ``(..., 16)`` token grid, −1 if it is not valid.
-
-    Jittable (base-4 codes in uint32, a sorted search).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> grids = jnp.asarray(sudoku4_grids())
-        >>> sudoku4_index(grids[:3]).tolist(), int(sudoku4_index(jnp.zeros(16, jnp.int32)))
-        ([0, 1, 2], -1)
-    """
-    codes_sorted = jnp.asarray(_codes_np(_grids()).astype(np.uint32))
-    tokens = jnp.asarray(tokens).astype(jnp.uint32)
-    powers = jnp.asarray(4 ** np.arange(SUDOKU_LEN, dtype=np.uint64), jnp.uint32)
-    powers = powers.reshape((1,) * (tokens.ndim - 1) + (SUDOKU_LEN,))
-    codes = jnp.sum(tokens * powers, axis=-1, dtype=jnp.uint32)
-    position = jnp.clip(jnp.searchsorted(codes_sorted, codes), 0, codes_sorted.shape[0] - 1)
-    return jnp.where(codes_sorted[position] == codes, position, -1).astype(jnp.int32)
 
 
 def _floored(log_likelihood):
@@ -119,7 +66,8 @@ class Sudoku4Oracle(eqx.Module):
         >>> from jaxsample.diffusion import vmf
         >>> path = vmf.VMFPath(4, 40.0)
         >>> oracle = vmf.Sudoku4Oracle(jnp.eye(4), path)
-        >>> x = jnp.eye(4)[jnp.asarray(vmf.sudoku4_grids()[7])]    # a clean grid, (16, 4)
+        >>> from jaxsample.datasets import sudoku4_grids
+        >>> x = jnp.eye(4)[jnp.asarray(sudoku4_grids()[7])]    # a clean grid, (16, 4)
         >>> probs = oracle(x, jnp.float32(1.0))
         >>> int(jnp.argmax(oracle.grid_posterior(x, jnp.float32(1.0)))), probs.shape
         (7, (16, 4))
@@ -134,12 +82,14 @@ class Sudoku4Oracle(eqx.Module):
 
     def _logits(self, x, t):
         log_lik = _floored(self.path.log_likelihood(x, t, self.embeddings))
-        one_hot = jax.nn.one_hot(jnp.asarray(_grids()), SUDOKU_VOCAB, dtype=log_lik.dtype)
+        one_hot = jax.nn.one_hot(jnp.asarray(sudoku4_grids()), SUDOKU_VOCAB,
+                                 dtype=log_lik.dtype)
         return one_hot.reshape(one_hot.shape[0], -1) @ log_lik.reshape(-1), one_hot
 
     @eqx.filter_jit
     def grid_posterior(self, x: jax.Array, t: jax.Array) -> jax.Array:
-        """p(g | x, t) over :func:`sudoku4_grids`, ``(288,)``, for ``x`` ``(16, d)``."""
+        """p(g | x, t) over :func:`jaxsample.datasets.sudoku4_grids`, ``(288,)``, for ``x``
+        ``(16, d)``."""
         return jax.nn.softmax(self._logits(x, t)[0])
 
     @eqx.filter_jit
@@ -158,8 +108,8 @@ class Sudoku4Oracle(eqx.Module):
 
     def sample_grids(self, key: jax.Array, num_samples: int) -> jax.Array:
         """Uniform draws of valid grids, ``(num_samples, 16)`` int32 (the data law)."""
-        index = jax.random.randint(key, (num_samples,), 0, _grids().shape[0])
-        return jnp.asarray(_grids())[index]
+        index = jax.random.randint(key, (num_samples,), 0, sudoku4_grids().shape[0])
+        return jnp.asarray(sudoku4_grids())[index]
 
 
 class MarkovChainOracle(eqx.Module):

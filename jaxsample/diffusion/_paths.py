@@ -12,8 +12,9 @@ conditional law moves. :func:`jaxsample.diffusion.vmf.sample` needs from it:
 * ``velocity(x, t, probs, embeddings)`` and ``score(x, t, probs, embeddings)``: the marginal
   velocity E[v_t(x | e) | x] and score ∇ log p_t(x) given the token posterior ``probs`` (…, V);
 * ``move(x, v, dt)`` (one predictor step), ``langevin(x, score, step_size, noise)`` (one
-  corrector step, given standard normal noise) and ``corrector_scale(t)`` (the natural variance
-  scale of p_t(· | e), which multiplies the relative corrector step size);
+  corrector step, given standard normal noise), ``corrector_scale(t)`` (the corrector's step-size
+  rule, e.g. the natural variance scale of p_t(· | e), which multiplies the relative corrector
+  step size) and ``default_corrector_step_size`` (that relative step size when none is given);
 * ``sample_conditional(key, targets, t)``: exact draws x_t ~ p_t(· | e) for each row of
   ``targets`` (training data for a learned posterior, and tests);
 * ``velocity_table(times)``: the conditional-velocity coefficient on a (time × angle) grid.
@@ -70,6 +71,7 @@ class FlowPath(eqx.Module):
     dim: int = eqx.field(static=True)
 
     has_score = False
+    default_corrector_step_size = 1.0
 
 
 class SpherePath(FlowPath):

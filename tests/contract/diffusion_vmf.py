@@ -53,6 +53,7 @@ ENTRIES = [
             BadInput(lambda: vmf.VMFPath(1, 10.0), ValueError, "dim"),
             BadInput(lambda: vmf.VMFPath(4, 0.0), ValueError, "kappa_max"),
             BadInput(lambda: vmf.VMFPath(4, 10.0, schedule="cubic"), ValueError, "schedule"),
+            BadInput(lambda: vmf.VMFPath(4, corrector="snr"), ValueError, "corrector"),
             BadInput(lambda: vmf.GeodesicPath(4, t_end=1.0), ValueError, "t_end"),
             BadInput(lambda: _call(num_steps=0), ValueError, "num_steps"),
             BadInput(lambda: _call(sampler="sde"), ValueError, "sampler"),
@@ -67,7 +68,8 @@ ENTRIES = [
             BadInput(lambda: vmf.Sudoku4Oracle(np.eye(3, dtype=np.float32), vmf.VMFPath(3, 5.0)),
                      ValueError, "embeddings"),
         ),
-        note="hyper is the relative corrector step size c (ε = c/(κ(t) + d − 1)); kappa_max "
+        note="hyper is the relative corrector step size c (ε = c/(κ(t) + d − 1), the default "
+             "'variance' rule; the paper's 'vanishing' rule is tests/test_vmf.py's); kappa_max "
              "and the embeddings are traced leaves too. Non-finite posteriors are flagged in "
              "info.nonfinite (tests/test_vmf.py).",
     ),
