@@ -2,10 +2,12 @@
 
 A discrete diffusion or flow sampler decides at every step, for every position, whether the token
 is replaced. Given the step's *jump mass* :math:`\\Delta^k \\ge 0` (a jump probability for a DTMC,
-hazard × step length for a CTMC) and its Bernoulli jump probability :math:`p^k` (:math:`\\Delta^k`
-for a DTMC, :math:`1 - e^{-\\Delta^k}` for a CTMC), the rules here are:
+hazard × step length for a CTMC) and its Bernoulli jump probability :math:`p^k` (the stratified
+rule's own :math:`\\min(\\Delta^k, 1)`, as the SHS authors give their baseline, or
+:math:`1 - e^{-\\Delta^k}` for a CTMC's "at least one event"), the rules here are:
 
-* **Systematic / stratified** (SHS, Jang & Han 2026, arXiv:2601.02799): one phase
+* **Systematic / stratified** (SHS: Jang & Han 2026, *Systematic Hazard Sampling*,
+  arXiv:2601.02799): one phase
   :math:`\\varphi \\sim U[0, 1)` per position, drawn once; each step crosses
   :math:`n^k = \\lfloor \\varphi + \\Delta^k \\rfloor` unit thresholds and keeps the fractional
   phase :math:`\\varphi \\leftarrow \\varphi + \\Delta^k - n^k \\in [0, 1)`. Over a path with total

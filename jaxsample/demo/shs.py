@@ -55,5 +55,5 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
     )
 
 
-SECTION = Section(name="shs", title="SHS: stratified hazard sampling (discrete diffusion)",
+SECTION = Section(name="shs", title="SHS: systematic hazard sampling (discrete diffusion)",
                   run=run, order=30)
