@@ -32,55 +32,6 @@ FAMILIES = ("particles", "diffusion", "gaussian", "softmax", "subset", "risk", "
 
 # public callable (where defined) -> how it deviates today
 _PENDING = {
-    "jaxsample.choice.alien.effective_vocabulary": "no return annotation",
-    "jaxsample.choice.alien.reciprocal_rank_fusion": "no return annotation",
-    "jaxsample.choice.alien.set_log_scores": "no return annotation",
-    "jaxsample.choice.alien.synthetic_community": "returns Community",
-    "jaxsample.choice.pluralism.choice_probabilities": "no return annotation",
-    "jaxsample.choice.pluralism.decision_entropy": "no return annotation",
-    "jaxsample.choice.pluralism.normalize_priorities": "no return annotation",
-    "jaxsample.choice.pluralism.panel_percentile": "no return annotation",
-    "jaxsample.choice.pluralism.pluralism_gap": "no return annotation",
-    "jaxsample.choice.pluralism.sample_choices": "no return annotation",
-    "jaxsample.choice.pluralism.synthetic_panel":
-        "counts num_agents, num_dilemmas are not keyword-only; returns Panel",
-    "jaxsample.decision.dueling.confidence_radius":
-        "count num_arms is not keyword-only; returns jax.Array",
-    "jaxsample.decision.psrl.backward_induction": "returns tuple[jax.Array, jax.Array, jax.Array]",
-    "jaxsample.decision.psrl.evaluate_policy": "returns jax.Array",
-    "jaxsample.decision.psrl.sample_trajectory": "returns tuple[jax.Array, jax.Array, jax.Array]",
-    "jaxsample.diagnostics.diagnose.diagnose": "returns Diagnosis",
-    "jaxsample.diffusion._priors.ring_of_gaussians":
-        "count num_components is not keyword-only; returns GaussianMixturePrior",
-    "jaxsample.diffusion._priors.time_posterior_kl": "no return annotation",
-    "jaxsample.diffusion._vp.time_grid": "count num_steps is not keyword-only; returns jax.Array",
-    "jaxsample.diffusion.guidance.classifier_guidance": "returns ClassifierGuidance",
-    "jaxsample.diffusion.guidance.dps_guidance": "returns DPSGuidance",
-    "jaxsample.diffusion.guidance.fiber_cost": "returns FiberCost",
-    "jaxsample.diffusion.guidance.fiber_guidance": "returns DPSGuidance",
-    "jaxsample.diffusion.guidance.tag": "returns TAG",
-    "jaxsample.mcmc.stopping.poisson_td_loss": "no return annotation",
-    "jaxsample.particles._tilt.exact_tilt": "returns ExactTilt",
-    "jaxsample.particles._tilt.plugin_tilt": "returns Tilt",
-    "jaxsample.particles.baselines.svgd": "no return annotation",
-    "jaxsample.particles.mmsold.moment_targets": "returns MomentTargets",
-    "jaxsample.particles.mmsold.sample_kde":
-        "count num_samples is not keyword-only; returns jax.Array",
-    "jaxsample.risk.best_of_n.tail_regime": "returns TailRegime",
-    "jaxsample.risk.best_of_n.tail_tension": "returns TailTension",
-    "jaxsample.risk.saber.asr_anchored": "returns jax.Array",
-    "jaxsample.risk.saber.asr_at_n": "returns jax.Array",
-    "jaxsample.risk.saber.asr_conditional": "returns jax.Array",
-    "jaxsample.risk.saber.budget_at": "returns jax.Array",
-    "jaxsample.risk.saber.unbiased_asr_at_k": "returns jax.Array",
-    "jaxsample.subset.coverage.coverage": "returns jax.Array",
-    "jaxsample.subset.coverage.prepare_incidence": "no return annotation",
-    "jaxsample.subset.coverage.sparse_incidence":
-        "count num_sets is not keyword-only; returns PaddedIncidence",
-    "jaxsample.subset.ksubset.conditional_poisson": "returns jax.Array",
-    "jaxsample.subset.ksubset.fit_weights": "no return annotation",
-    "jaxsample.subset.ksubset.inclusion_probabilities": "returns jax.Array",
-    "jaxsample.subset.leverage.vendi_score": "returns jax.Array",
 }
 
 

@@ -1,7 +1,7 @@
 """MCMC wrappers and base kernels: learned trajectory termination.
 
 - :mod:`~jaxsample.mcmc.stopping` — :func:`adaptive_stop`, :func:`sample_until_stopped`,
-  :func:`train_stopping`;
+  :func:`train_stopping`, :func:`sample_multilevel`;
 - :mod:`~jaxsample.mcmc.stopping_tabular` — the exact finite-state theory:
   :func:`optimal_stop_tabular`, :func:`terminal_law`;
 - :mod:`~jaxsample.mcmc.mala` — the base kernel :func:`mala`;
@@ -17,7 +17,7 @@ from jaxsample.mcmc.stopping import StoppingTrainInfo as StoppingTrainInfo
 from jaxsample.mcmc.stopping import StopState as StopState
 from jaxsample.mcmc.stopping import StopStepInfo as StopStepInfo
 from jaxsample.mcmc.stopping import adaptive_stop as adaptive_stop
-from jaxsample.mcmc.stopping import poisson_td_loss as poisson_td_loss
+from jaxsample.mcmc.stopping import sample_multilevel as sample_multilevel
 from jaxsample.mcmc.stopping import sample_until_stopped as sample_until_stopped
 from jaxsample.mcmc.stopping import train_stopping as train_stopping
 from jaxsample.mcmc.stopping_tabular import TabularStopInfo as TabularStopInfo
@@ -42,7 +42,7 @@ __all__ = [
     "mala",
     "optimal_stop_tabular",
     "parallel_tempering",
-    "poisson_td_loss",
+    "sample_multilevel",
     "sample_until_stopped",
     "terminal_law",
     "train_stopping",

@@ -25,10 +25,21 @@ continuous spaces.
   :func:`~jaxsample.mcmc.stopping_tabular.terminal_law` are the exact finite-state solvers
   (module :mod:`jaxsample.mcmc.stopping_tabular`).
 * :func:`train_stopping` fits ``σ_θ = 1/h_θ`` by the Poisson/TD loss with two independent moves
-  plus a minimal-flow penalty, over any π-reversible base kernel (MALA by default in the
-  examples). The net learns ``h_θ = 1 + s·exp(model)`` around the Poisson source
-  ``s = Z p₀/π̃`` and each residual is scaled by ``1 + s`` (:func:`poisson_td_loss`), so a
-  ``p₀`` far wider than π (``s`` up to ``e^{50}`` on the pool) trains in float32.
+  plus a minimal-flow penalty, over any π-reversible base kernel (MALA in the examples). The net
+  learns ``h_θ = 1 + s·exp(model)`` around the Poisson source ``s = Z p₀/π̃`` and each residual
+  is scaled by ``1 + s``, so a ``p₀`` far wider than π (``s`` up to ``e^{50}`` on the pool)
+  trains in float32. ``levels = L`` trains the paper's multilevel scheme: ``L`` stopped chains
+  in sequence along ``π_l ∝ p₀^{1−β_l} π̃^{β_l}``, ``β_l = (l + 1)/L``, with one
+  level-conditioned network; :func:`sample_multilevel` runs them.
+
+**What reproduces the paper.** The stopped chain, the exact condition ``σG = π`` and its
+minimal-flow solution, the multilevel path (linear ``β`` in the level, one level-conditioned
+network, ``L = 2`` in the paper's configurations) and the targets of its benchmark
+(:class:`~jaxsample.targets.GMM9`, ``ManyWell(dim=32)`` with ``p₀ = N(0, 3²I)``).
+**jaxsample's own choices.** The Poisson/TD loss over a fixed π-reversible base kernel (the paper
+learns forward and backward Gaussian kernels with a trajectory-balance loss; a fixed kernel
+keeps the stopped chain a drop-in wrapper of any sampler and the fixed point exact), the
+source-scaled residual (float32 on wide ``p₀``) and the visit pool as training states.
 """
 
 from __future__ import annotations
@@ -60,7 +71,7 @@ __all__ = [
     "StoppingNet",
     "StoppingTrainInfo",
     "adaptive_stop",
-    "poisson_td_loss",
+    "sample_multilevel",
     "sample_until_stopped",
     "train_stopping",
 ]
@@ -261,23 +272,54 @@ class StoppingNet(eqx.Module):
     never overflow. With a baseline each ``σ_θ(x)`` costs one ``log p₀`` and one ``log π̃``
     evaluation on top of the network (a stopped MALA step: two density evaluations, not one).
 
+    **Levels** (``num_levels = L > 1``, from ``train_stopping(levels=L)``): one classifier per
+    level ``l = 0, …, L − 1`` of the path ``π_l ∝ p₀^{1−β_l} π̃^{β_l}``, ``β_l = (l + 1)/L``
+    (level ``l`` starts at ``π_{l−1}``, ``π_{−1} = p₀``, and ends at ``π_l``). The model is
+    level-conditioned, ``model(x, l)`` with ``l`` an int32 scalar; ``log_z`` has shape ``(L,)``,
+    ``log_z[l] = log(Z_l/Z_{l−1})`` (their sum is ``log Z``); the level's source is
+    ``Z_l/Z_{l−1} (p₀/π̃)^{1/L}``, so ``f_θ = model(x, l) + log_z[l] + b(x)/L``. Select a level's
+    classifier with :meth:`at_level`; :func:`sample_multilevel` chains the levels.
+
     Attributes:
-        model: any callable module mapping one position ``(d,)`` to a scalar (e.g.
-            ``equinox.nn.MLP(d, "scalar", width, depth, key=...)``).
-        log_z: scalar, the learned ``log Z``.
+        model: any callable module mapping one position ``(d,)`` (and, with levels, the level
+            index) to a scalar (e.g. ``equinox.nn.MLP(d, "scalar", width, depth, key=...)``).
+        log_z: the learned ``log Z``: a scalar, or ``(num_levels,)`` level increments.
         baseline_fn: ``None`` (``f_θ = model``) or ``b(x)`` as above.
+        num_levels: ``L`` (static).
+        level: the level this view evaluates (static; ``None`` for a one-level net).
     """
 
     model: Callable
     log_z: jax.Array
     baseline_fn: Callable | None = None
+    num_levels: int = eqx.field(static=True, default=1)
+    level: int | None = eqx.field(static=True, default=None)
+
+    def at_level(self, level: int) -> StoppingNet:
+        """The classifier of level ``level`` (``0 <= level < num_levels``), ``σ_l``."""
+        level = check_int("level", level, 0)
+        if level >= self.num_levels:
+            raise ValueError(f"level must be < num_levels = {self.num_levels}, got {level}")
+        return StoppingNet(self.model, self.log_z, self.baseline_fn, self.num_levels, level)
+
+    def _level_log_z(self):
+        """``log Z`` (one level) or ``log(Z_l/Z_{l−1})`` of the selected level."""
+        if self.num_levels == 1:
+            return self.log_z
+        if self.level is None:
+            raise ValueError(f"this StoppingNet has {self.num_levels} levels: select one with "
+                             "net.at_level(l) (or run all with sample_multilevel)")
+        return self.log_z[self.level]
 
     def log_flow(self, x):
         """``f_θ(x) = log(h_θ(x) − 1)``."""
-        f = self.model(x)
+        log_z = self._level_log_z()
+        f = self.model(x) if self.num_levels == 1 else self.model(
+            x, jnp.asarray(self.level, jnp.int32))
         if self.baseline_fn is None:
             return f
-        return f + self.log_z.astype(f.dtype) + jnp.asarray(self.baseline_fn(x), f.dtype)
+        return f + log_z.astype(f.dtype) + jnp.asarray(self.baseline_fn(x),
+                                                        f.dtype) / self.num_levels
 
     def log_flow_ratio(self, x):
         """``log h_θ(x) = softplus(f_θ(x)) ≥ 0``."""
@@ -294,21 +336,24 @@ class StoppingNet(eqx.Module):
 
 
 class StoppingTrainInfo(NamedTuple):
-    """``losses (num_steps,)`` of the training objective; ``nonfinite``: a loss went NaN/inf."""
+    """``losses (num_steps,)`` of the training objective (the mean over levels);
+    ``nonfinite``: a loss went NaN/inf."""
 
     losses: jax.Array
     nonfinite: jax.Array
 
 
-def poisson_td_loss(net: StoppingNet, y, x, x_prime, log_ratio_y, *, flow_penalty):
-    r"""The Poisson/TD objective with two independent moves plus the minimal-flow penalty.
+def _poisson_td_loss(net: StoppingNet, y, x, x_prime, log_ratio_y, flow_penalty):
+    r"""The Poisson/TD objective of one level with two independent moves plus the minimal-flow
+    penalty.
 
     For states ``y`` and two independent moves ``x, x' ~ K(y, ·)`` the one-move residual is
-    ``r_x(y) = h_θ(y) − s(y) − (h_θ(x) − 1)`` with the source ``s = Z_θ p₀/π̃``; its mean over
-    ``x`` is the residual of ``(I − K)h = p₀/π − 1``. ``E[r_x r_{x'}]`` is unbiased for the
-    squared mean residual (a single squared residual is not: it adds the move variance).
-    ``flow_penalty · E[h_θ(y)]`` selects the minimal solution (``min h → 1``), since the equation
-    fixes ``h`` only up to a constant.
+    ``r_x(y) = h_θ(y) − s(y) − (h_θ(x) − 1)`` with the source ``s = Z_θ p₀/π̃`` (with levels:
+    ``(Z_l/Z_{l−1})(p₀/π̃)^{1/L}``); its mean over ``x`` is the residual of
+    ``(I − K)h = p₀/π − 1``. ``E[r_x r_{x'}]`` is unbiased for the squared mean residual (a
+    single squared residual is not: it adds the move variance). ``flow_penalty · E[h_θ(y)]``
+    selects the minimal solution (``min h → 1``), since the equation fixes ``h`` only up to a
+    constant.
 
     **Scale.** Both ``s`` and ``h`` grow like ``p₀/π`` away from the modes (``e^{50}`` on pool
     states of a wide ``p₀``): the raw residuals overflow float32 and the variance of their
@@ -323,30 +368,19 @@ def poisson_td_loss(net: StoppingNet, y, x, x_prime, log_ratio_y, *, flow_penalt
 
     This keeps the fixed point: a per-state weight ``w(y) > 0`` turns the residual part into
     ``E_y[w(y) (E_x r_x(y))²] ≥ 0``, which still vanishes exactly, hence is minimal, at the exact
-    solution (``(I − K)h = p₀/π − 1`` at every ``y``), and its gradient there is zero whatever
-    ``w`` is, because every term carries a factor ``E_x r_x(y) = 0`` (the two moves are
-    independent). The weighted penalty's derivative along the solution family ``h* + t`` is
-    ``μ E[1/c] > 0``, so it still selects the least ``t`` (``min h → 1``); near the modes, where
-    ``s < 1``, ``c ∈ [1, 2)`` and both terms are close to the unweighted ones. The weights only
-    re-balance the errors of an inexact fit between states (relative to the source instead of
-    absolute). ``c`` must not depend on ``h_θ``: ``c = h + s`` would make the loss invariant
-    to scaling ``h`` up, with the trivial minimiser ``h → ∞`` (never stop). A move raising the
-    flow more than ``e^{30}``-fold over ``c(y)`` is clipped there (an overflow guard; inactive
-    on the benchmarks, where the largest ratio seen is about ``e^6``).
-
-    Args:
-        net: the :class:`StoppingNet`.
-        y, x, x_prime: ``(B, d)`` states and their two independent moves.
-        log_ratio_y: ``(B,)`` ``log p₀(y) − log π̃(y)``.
-        flow_penalty: ``μ >= 0``.
-
-    Returns:
-        The scalar loss.
+    solution, and its gradient there is zero whatever ``w`` is, because every term carries a
+    factor ``E_x r_x(y) = 0`` (the two moves are independent). The weighted penalty's derivative
+    along the solution family ``h* + t`` is ``μ E[1/c] > 0``, so it still selects the least
+    ``t``; near the modes, where ``s < 1``, ``c ∈ [1, 2)`` and both terms are close to the
+    unweighted ones. ``c`` must not depend on ``h_θ``: ``c = h + s`` would make the loss
+    invariant to scaling ``h`` up, with the trivial minimiser ``h → ∞`` (never stop). A move
+    raising the flow more than ``e^{30}``-fold over ``c(y)`` is clipped there (an overflow
+    guard; inactive on the benchmarks).
     """
     f = jax.vmap(net.log_flow)
     f_y = f(y)
     log_h_y = jax.nn.softplus(f_y)
-    log_s = net.log_z.astype(f_y.dtype) + log_ratio_y
+    log_s = net._level_log_z().astype(f_y.dtype) + log_ratio_y / net.num_levels
     log_c = jax.lax.stop_gradient(jax.nn.softplus(log_s))  # c = 1 + s
     rest = jnp.exp(log_h_y - log_c) - jnp.exp(log_s - log_c)  # (h(y) − s(y))/c
 
@@ -358,9 +392,54 @@ def poisson_td_loss(net: StoppingNet, y, x, x_prime, log_ratio_y, *, flow_penalt
     return jnp.mean(r * r_prime) + flow_penalty * jnp.mean(jnp.exp(log_h_y - log_c))
 
 
-def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: Callable,
-                   init_logdensity_fn: Callable, initial_positions, *, model=None,
-                   position_fn: Callable | None = None, num_steps: int = 2000,
+class _LevelMLP(eqx.Module):
+    """The default level-conditioned model: an MLP on ``(x, β_l)``, ``β_l = (l + 1)/L``."""
+
+    mlp: eqx.nn.MLP
+    num_levels: int = eqx.field(static=True)
+
+    def __call__(self, x, level):
+        beta = (level + 1).astype(x.dtype) / self.num_levels
+        return self.mlp(jnp.concatenate([x, beta[None]]))
+
+
+class _LevelLogDensity(eqx.Module):
+    """``log π̃_l = β log π̃ + (1 − β) log p₀`` (a module: equal paths share compilations)."""
+
+    logdensity_fn: Callable
+    init_logdensity_fn: Callable
+    beta: float = eqx.field(static=True)
+
+    def __call__(self, x):
+        return self.beta * self.logdensity_fn(x) + (1 - self.beta) * self.init_logdensity_fn(x)
+
+
+def _level_algorithms(algorithm, logdensity_fn, init_logdensity_fn, num_levels):
+    """The base kernel of each level: ``algorithm`` itself, or ``algorithm(log π̃_l)``."""
+    if isinstance(algorithm, SamplingAlgorithm):
+        if num_levels > 1:
+            raise TypeError("with levels > 1, algorithm must be a constructor mapping a "
+                            "log-density to a SamplingAlgorithm (e.g. functools.partial(mala, "
+                            "step_size=0.3)): level l's kernel must leave π_l invariant")
+        return [algorithm]
+    if not callable(algorithm):
+        raise TypeError("algorithm must be a jaxsample.SamplingAlgorithm or a constructor "
+                        f"log-density -> SamplingAlgorithm, got {type(algorithm).__name__}")
+    algorithms = []
+    for level in range(num_levels):
+        density = (logdensity_fn if level == num_levels - 1 else
+                   _LevelLogDensity(logdensity_fn, init_logdensity_fn, (level + 1) / num_levels))
+        built = algorithm(density)
+        if not isinstance(built, SamplingAlgorithm):
+            raise TypeError(f"algorithm(logdensity) must return a SamplingAlgorithm, got "
+                            f"{type(built).__name__}")
+        algorithms.append(built)
+    return algorithms
+
+
+def train_stopping(key: jax.Array, algorithm, logdensity_fn: Callable,
+                   init_logdensity_fn: Callable, initial_positions, *, levels: int = 1,
+                   model=None, position_fn: Callable | None = None, num_steps: int = 2000,
                    pool_steps: int = 50, batch_size: int = 256, learning_rate: float = 1e-2,
                    optimizer: optax.GradientTransformation | None = None,
                    flow_penalty: float = 1e-2, log_z: float = 0.0, width: int = 64,
@@ -368,43 +447,66 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
                    ) -> tuple[StoppingNet, StoppingTrainInfo]:
     r"""Fit a stopping classifier ``σ_θ`` by the Poisson/TD loss over a π-reversible base kernel.
 
-    (The paper's exact losses and multilevel scheme are not reproduced; this is the Poisson form
-    of the exact condition ``σG = π``.) Training states are a pool of visited states: the base
-    chains run ``pool_steps`` steps from ``initial_positions`` (draws of ``p₀``), every visit
-    kept. Each optimisation step draws ``batch_size`` pooled states ``y``, two independent moves
-    ``x, x' ~ K(y, ·)`` by ``algorithm.step``, and takes an Adam step (optax) on
-    :func:`poisson_td_loss`. The whole loop is one compiled ``lax.scan``.
+    **Loss** (jaxsample's; the paper trains a non-acyclic GFlowNet by trajectory balance with a
+    learned forward and backward kernel, which is not reproduced). The Poisson form of the exact
+    condition ``σG = π``: for a π-reversible kernel ``K``, ``G = πh`` and
+    ``(I − K)h = p₀/π − 1``, ``σ* = 1/h`` with ``min h = 1``. Each optimisation step draws
+    ``batch_size`` pooled states ``y`` and two independent moves ``x, x' ~ K(y, ·)`` by the base
+    step, and takes an optimiser step on the product of the two one-move residuals (unbiased for
+    the squared Poisson residual) plus ``flow_penalty · E[h_θ]`` (the minimal-flow selector),
+    each state's terms scaled by its source ``1 + Z p₀/π̃`` so that a wide ``p₀`` trains in
+    float32. Training states are a pool of visited states: the base chains run ``pool_steps``
+    steps from ``initial_positions`` (draws of ``p₀``), every visit kept. The whole loop is one
+    compiled ``lax.scan``.
+
+    **Levels** (the paper's multilevel scheme: ``levels = L`` interpolating levels
+    ``β_l = (l + 1)/L`` between ``log p₀`` and ``log π̃``, one level-conditioned network).
+    Level ``l``'s chain starts where level ``l − 1`` stopped (at ``π_{l−1}``, ``π_{−1} = p₀``),
+    moves by a ``π_l``-reversible kernel ``algorithm(log π̃_l)``, and stops with ``σ_l``; the last
+    level ends at π. Each level solves its own Poisson equation
+    ``(I − K_l)h_l = π_{l−1}/π_l − 1`` with the source ``(Z_l/Z_{l−1})(p₀/π̃)^{1/L}``: the
+    ``L``-th root of the one-level source, so a ``p₀`` far from π splits into ``L`` easier
+    problems. The pool of level ``l`` is the visits of ``pool_steps`` steps of ``K_l`` continuing
+    the chains of level ``l − 1`` (an annealed path from ``p₀``); every step trains all levels
+    on ``batch_size`` states each. Run the result with :func:`sample_multilevel`. As in the
+    paper's code, ``β`` is linear in ``l``; the paper's default is ``L = 2``.
 
     Args:
         key: PRNG key.
-        algorithm: the base kernel for one chain (π-reversible, e.g. :func:`~jaxsample.mcmc.mala`).
+        algorithm: the base kernel for one chain, π-reversible (e.g. :func:`~jaxsample.mcmc.mala`),
+            or a constructor ``log-density -> SamplingAlgorithm`` (e.g.
+            ``functools.partial(mala, step_size=0.3)``), required with ``levels > 1``.
         logdensity_fn: ``log π̃`` of one position.
         init_logdensity_fn: ``log p₀`` of one position (``p₀`` needs a density).
         initial_positions: ``(n, ...)`` draws of ``p₀``.
-        model: ``f_θ`` (position -> scalar); default an ``equinox.nn.MLP`` of ``width``/``depth``
-            with SiLU activations, for positions of shape ``(d,)``.
+        levels: ``L >= 1``, the number of levels (1: the one-level classifier).
+        model: ``f_θ`` (position -> scalar; with levels ``(position, level) -> scalar``); default
+            an ``equinox.nn.MLP`` of ``width``/``depth`` with SiLU activations, for positions of
+            shape ``(d,)`` (with levels, on ``(x, β_l)``).
         position_fn: base state -> position, as in :func:`adaptive_stop`.
         num_steps: optimisation steps.
-        pool_steps: base-chain steps that build the pool (``n (pool_steps + 1)`` states).
-        batch_size: states per optimisation step.
+        pool_steps: base-chain steps that build each level's pool (``n (pool_steps + 1)``
+            states).
+        batch_size: states per optimisation step and level.
         learning_rate: Adam's step (when ``optimizer`` is None).
         optimizer: any ``optax.GradientTransformation`` (e.g. Adam on a decaying schedule);
             default Adam on gradients clipped to global norm 1,
             ``optax.chain(optax.clip_by_global_norm(1.0), optax.adam(learning_rate))``.
         flow_penalty: ``μ`` of the minimal-flow penalty.
-        log_z: initial ``log Z`` (the log-normaliser of ``logdensity_fn``, when known roughly).
+        log_z: initial ``log Z`` (the log-normaliser of ``logdensity_fn``, when known roughly);
+            split evenly over the levels.
         width, depth: of the default MLP.
-        baseline: learn ``h_θ = 1 + (Z p₀/π̃)·exp(model)`` (the net's ``baseline_fn`` is
-            ``log p₀ − log π̃``; see :class:`StoppingNet`) rather than ``h_θ = 1 + exp(model)``.
-            Needed whenever ``p₀/π̃`` spans many orders of magnitude over the pool (a ``p₀``
-            wider than π): without it the fit must grow the net's output to ``log(p₀/π̃)`` and
-            the relative residual's gradient vanishes on the way.
+        baseline: learn ``h_θ = 1 + s·exp(model)`` around the source ``s`` (the net's
+            ``baseline_fn`` is ``log p₀ − log π̃``; see :class:`StoppingNet`) rather than
+            ``h_θ = 1 + exp(model)``. Needed whenever ``p₀/π̃`` spans many orders of magnitude
+            over the pool (a ``p₀`` wider than π): without it the fit must grow the net's output
+            to ``log(p₀/π̃)`` and the relative residual's gradient vanishes on the way.
         progress: an optional meter (e.g. :class:`jaxsample.TextProgress`) reporting the
             optimisation steps from inside the compiled loop.
 
     Returns:
         ``(StoppingNet, StoppingTrainInfo)``; pass the net as ``stop_prob_fn`` to
-        :func:`adaptive_stop`.
+        :func:`adaptive_stop` (one level) or to :func:`sample_multilevel`.
 
     Example (``p₀ = N(0, 25 I)`` against ``π = N(0, I)``: ``p₀/π`` reaches ``e^{96}`` at
     ``(10, 10)``, past float32's range, yet the loss stays finite):
@@ -423,11 +525,10 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
         (True, True)
     """
     key = check_key("key", key)
-    if not isinstance(algorithm, SamplingAlgorithm):
-        raise TypeError(f"algorithm must be a jaxsample.SamplingAlgorithm, got "
-                        f"{type(algorithm).__name__}")
     logdensity_fn = check_callable("logdensity_fn", logdensity_fn)
     init_logdensity_fn = check_callable("init_logdensity_fn", init_logdensity_fn)
+    levels = check_int("levels", levels, 1)
+    algorithms = _level_algorithms(algorithm, logdensity_fn, init_logdensity_fn, levels)
     initial_positions = check_array("initial_positions", initial_positions, kind="numeric",
                                     finite=True, min_rows=1)
     position_fn = check_callable("position_fn", position_fn, allow_none=True) or _default_position
@@ -438,31 +539,43 @@ def train_stopping(key: jax.Array, algorithm: SamplingAlgorithm, logdensity_fn: 
     flow_penalty = check_number("flow_penalty", flow_penalty, positive=False)
     if isinstance(log_z, bool) or not isinstance(log_z, int | float) or not np.isfinite(log_z):
         raise ValueError(f"log_z must be a finite real number, got {log_z!r}")
-    key_model, key_pool, key_train = jax.random.split(key, 3)
-    if model is None:
-        if initial_positions.ndim != 2:
-            raise ValueError("the default model needs initial_positions of shape (n, d), got "
-                             f"{initial_positions.shape}; pass model= for other shapes")
-        model = eqx.nn.MLP(initial_positions.shape[1], "scalar", check_int("width", width, 1),
-                           check_int("depth", depth, 0), activation=jax.nn.silu, key=key_model,
-                           dtype=initial_positions.dtype)
-    floating = jnp.issubdtype(initial_positions.dtype, jnp.floating)
-    dtype = initial_positions.dtype if floating else jnp.asarray(0.0).dtype
     if not isinstance(baseline, bool):
         raise TypeError(f"baseline must be a bool, got {type(baseline).__name__}")
-    net = StoppingNet(model, jnp.asarray(log_z, dtype),
-                      _LogRatio(init_logdensity_fn, logdensity_fn) if baseline else None)
     if optimizer is None:
         optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(learning_rate))
     elif not isinstance(optimizer, optax.GradientTransformation):
         raise TypeError(f"optimizer must be an optax.GradientTransformation, got "
                         f"{type(optimizer).__name__}")
-    pool = _visit_pool(key_pool, algorithm, initial_positions, pool_steps)
+    progress = check_progress(progress)
+    key_model, key_pool, key_train = jax.random.split(key, 3)
+    floating = jnp.issubdtype(initial_positions.dtype, jnp.floating)
+    dtype = initial_positions.dtype if floating else jnp.asarray(0.0).dtype
+    if model is None:
+        if initial_positions.ndim != 2:
+            raise ValueError("the default model needs initial_positions of shape (n, d), got "
+                             f"{initial_positions.shape}; pass model= for other shapes")
+        dim = initial_positions.shape[1]
+        mlp = eqx.nn.MLP(dim + (levels > 1), "scalar", check_int("width", width, 1),
+                         check_int("depth", depth, 0), activation=jax.nn.silu, key=key_model,
+                         dtype=dtype)
+        model = mlp if levels == 1 else _LevelMLP(mlp, levels)
+    log_z0 = jnp.asarray(log_z, dtype) if levels == 1 else jnp.full((levels,), log_z / levels,
+                                                                     dtype)
+    net = StoppingNet(model, log_z0,
+                      _LogRatio(init_logdensity_fn, logdensity_fn) if baseline else None, levels)
+    pools, positions, num_chains = [], initial_positions, initial_positions.shape[0]
+    for level, (alg, k) in enumerate(zip(algorithms, jax.random.split(key_pool, levels),
+                                         strict=True)):
+        pool = _visit_pool(k, alg, positions, pool_steps)
+        pools.append(pool)
+        if level < levels - 1:  # the next level continues these chains
+            last = jax.tree.map(lambda leaf: leaf[-num_chains:], pool)
+            positions = jax.vmap(position_fn)(last)
     # optax schedules mix an int32 count with floats, which strict promotion refuses
     with jax.numpy_dtype_promotion("standard"):
-        return _train(key_train, net, pool, algorithm.step, position_fn, logdensity_fn,
-                      init_logdensity_fn, optimizer, num_steps, batch_size, flow_penalty,
-                      check_progress(progress))
+        return _train(key_train, net, pools, [alg.step for alg in algorithms], position_fn,
+                      logdensity_fn, init_logdensity_fn, optimizer, num_steps, batch_size,
+                      flow_penalty, progress)
 
 
 class _LogRatio(eqx.Module):
@@ -492,30 +605,39 @@ def _visit_pool(key, algorithm, initial_positions, pool_steps):
 
 
 @eqx.filter_jit
-def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensity_fn,
+def _train(key, net, pools, base_steps, position_fn, logdensity_fn, init_logdensity_fn,
            optimizer, num_steps, batch_size, flow_penalty, progress):
     with jax.named_scope("train_stopping"):
         params, static = eqx.partition(net, eqx.is_inexact_array)
-        pool_size = jax.tree.leaves(pool)[0].shape[0]
-        move = jax.vmap(base_step)
         positions = jax.vmap(position_fn)
+        log_ratio_fn = jax.vmap(_LogRatio(init_logdensity_fn, logdensity_fn))
+        num_levels = len(pools)
 
-        def loss_fn(p, y, x, x_prime, log_ratio):
-            return poisson_td_loss(eqx.combine(p, static), y, x, x_prime, log_ratio,
-                                   flow_penalty=flow_penalty)
+        def level_batch(k, pool, base_step):
+            """States ``y`` of one level's pool, two independent moves, ``log p₀/π̃ (y)``."""
+            k_idx, k1, k2 = jax.random.split(k, 3)
+            pool_size = jax.tree.leaves(pool)[0].shape[0]
+            index = jax.random.randint(k_idx, (batch_size,), 0, pool_size)
+            y_state = jax.tree.map(lambda leaf: leaf[index], pool)
+            move = jax.vmap(base_step)
+            y = positions(y_state)
+            x = positions(move(jax.random.split(k1, batch_size), y_state)[0])
+            x_prime = positions(move(jax.random.split(k2, batch_size), y_state)[0])
+            return y, x, x_prime, log_ratio_fn(y).astype(net.log_z.dtype)
+
+        def loss_fn(p, batches):
+            trained = eqx.combine(p, static)
+            losses = [_poisson_td_loss(trained if num_levels == 1 else trained.at_level(level),
+                                       *batch, flow_penalty)
+                      for level, batch in enumerate(batches)]
+            return sum(losses) / num_levels
 
         def body(carry, xs):
             p, opt_state = carry
             step_index, k = xs
-            k_idx, k1, k2 = jax.random.split(k, 3)
-            index = jax.random.randint(k_idx, (batch_size,), 0, pool_size)
-            y_state = jax.tree.map(lambda leaf: leaf[index], pool)
-            y = positions(y_state)
-            x = positions(move(jax.random.split(k1, batch_size), y_state)[0])
-            x_prime = positions(move(jax.random.split(k2, batch_size), y_state)[0])
-            log_ratio = jax.vmap(_LogRatio(init_logdensity_fn, logdensity_fn))(y)
-            loss, grads = jax.value_and_grad(loss_fn)(p, y, x, x_prime,
-                                                      log_ratio.astype(net.log_z.dtype))
+            batches = [level_batch(k_level, pool, base_step) for k_level, pool, base_step in
+                       zip(jax.random.split(k, num_levels), pools, base_steps, strict=True)]
+            loss, grads = jax.value_and_grad(loss_fn)(p, batches)
             updates, opt_state = optimizer.update(grads, opt_state, p)
             if progress is not None:
                 progress.report(step_index + 1, num_steps)
@@ -525,3 +647,48 @@ def _train(key, net, pool, base_step, position_fn, logdensity_fn, init_logdensit
         (params, _), losses = jax.lax.scan(body, (params, optimizer.init(params)), steps)
         info = StoppingTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
         return eqx.combine(params, static), info
+
+
+def sample_multilevel(key: jax.Array, algorithm, logdensity_fn: Callable,
+                      init_logdensity_fn: Callable, net: StoppingNet, initial_positions, *,
+                      max_steps: int, position_fn: Callable | None = None
+                      ) -> tuple[jax.Array, StopInfo]:
+    r"""Run the stopped chains of every level of a (multilevel) :class:`StoppingNet` in turn.
+
+    Level ``l = 0, …, L − 1`` wraps the kernel ``algorithm(log π̃_l)``,
+    ``log π̃_l = β_l log π̃ + (1 − β_l) log p₀``, ``β_l = (l + 1)/L`` (the last level: π̃
+    itself), with ``σ_l = net.at_level(l)`` (:func:`adaptive_stop`), and runs it to termination
+    (:func:`sample_until_stopped`, key ``fold_in(key, l)``) from where level ``l − 1`` stopped.
+    With exact classifiers every level ends exactly at ``π_l``, the last at π. A one-level net
+    runs one level (``algorithm`` may then be the kernel itself).
+
+    Args:
+        key: PRNG key.
+        algorithm: the constructor ``log-density -> SamplingAlgorithm`` used in training (or,
+            for a one-level net, the kernel).
+        logdensity_fn, init_logdensity_fn: ``log π̃`` and ``log p₀``, as in training.
+        net: the trained :class:`StoppingNet` (from :func:`train_stopping`).
+        initial_positions: ``(n, ...)`` draws of ``p₀``.
+        max_steps: the cap on each level's moves.
+        position_fn: as in :func:`adaptive_stop`.
+
+    Returns:
+        ``(positions (n, ...), StopInfo)``: lengths summed over the levels; ``truncated`` if any
+        level truncated the chain (its later levels started from a non-terminal state);
+        ``nonfinite`` if any level flagged it.
+    """
+    key = check_key("key", key)
+    if not isinstance(net, StoppingNet):
+        raise TypeError(f"net must be a StoppingNet, got {type(net).__name__}")
+    logdensity_fn = check_callable("logdensity_fn", logdensity_fn)
+    init_logdensity_fn = check_callable("init_logdensity_fn", init_logdensity_fn)
+    algorithms = _level_algorithms(algorithm, logdensity_fn, init_logdensity_fn, net.num_levels)
+    x, total = initial_positions, None
+    for level, alg in enumerate(algorithms):
+        sigma = net if net.num_levels == 1 else net.at_level(level)
+        wrapped = adaptive_stop(alg, sigma, position_fn=position_fn, max_steps=max_steps)
+        x, info = sample_until_stopped(jax.random.fold_in(key, level), wrapped, x)
+        total = info if total is None else StopInfo(
+            total.lengths + info.lengths, total.truncated | info.truncated,
+            total.nonfinite | info.nonfinite)
+    return x, total

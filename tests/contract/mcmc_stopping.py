@@ -1,14 +1,16 @@
 """Contract entries for learned trajectory termination (jaxsample.mcmc.stopping).
 
 A stopped MALA chain batch (σ = 0.3, cap 4) on a 2-D Gaussian; the MALA step size is the traced
-hyper-parameter (it lives in the wrapped algorithm's step pytree).
+hyper-parameter (it lives in the wrapped algorithm's step pytree). The multilevel entry runs a
+two-level classifier (constant per level) through ``sample_multilevel`` with MALA kernels on the
+two levels of the path from ``p₀ = N(0, 4I)`` to the Gaussian.
 """
 
 import jax.numpy as jnp
 import numpy as np
 
 from contract import BadInput, Entry
-from jaxsample.mcmc import adaptive_stop, mala, sample_until_stopped
+from jaxsample.mcmc import StoppingNet, adaptive_stop, mala, sample_multilevel, sample_until_stopped
 
 
 def _logdensity(x):
@@ -35,6 +37,25 @@ def _hyper(dtype):
 
 _ALG = mala(_logdensity, step_size=0.5)
 
+
+def _init_logdensity(x):
+    return -0.125 * jnp.sum(x * x)
+
+
+def _level_model(x, level):
+    """Logit −f: σ = sigmoid(−f) is 0.62 on level 0 and 0.38 on level 1."""
+    return level.astype(x.dtype) - 0.5 + 0.0 * jnp.sum(x)
+
+
+def _multilevel(key, dtype, step_size):
+    net = StoppingNet(_level_model, jnp.zeros(2, dtype), num_levels=2)
+    start = jnp.asarray(np.linspace(-1.0, 1.0, 6).reshape(3, 2), dtype)
+    return sample_multilevel(key, lambda f: mala(f, step_size=step_size), _logdensity,
+                             _init_logdensity, net, start, max_steps=4)
+
+
+_NET = StoppingNet(_level_model, jnp.zeros(2), num_levels=2)
+
 ENTRIES = [Entry(
     name="mcmc.stopping",
     module="jaxsample.mcmc.stopping",
@@ -50,4 +71,23 @@ ENTRIES = [Entry(
     ),
     note="lengths and truncation flags are integers/bools compared exactly; the step size of "
          "the wrapped MALA is the traced float.",
+), Entry(
+    name="mcmc.stopping/multilevel",
+    module="jaxsample.mcmc.stopping",
+    build=lambda dtype: lambda key: _multilevel(key, dtype, 0.5),
+    hyper=lambda dtype: lambda key, step_size: _multilevel(key, dtype, step_size),
+    hyper_values=(0.3, 0.5),
+    bad_inputs=(
+        BadInput(lambda: sample_multilevel(None, _ALG, _logdensity, _init_logdensity, _NET,
+                                           np.zeros((2, 2)), max_steps=2), TypeError, "key"),
+        BadInput(lambda: sample_multilevel(jnp.zeros(2, jnp.uint32), _ALG, _logdensity,
+                                           _init_logdensity, _NET, np.zeros((2, 2)),
+                                           max_steps=2), TypeError, "algorithm"),
+        BadInput(lambda: sample_multilevel(jnp.zeros(2, jnp.uint32), mala, _logdensity,
+                                           _init_logdensity, "net", np.zeros((2, 2)),
+                                           max_steps=2), TypeError, "net"),
+        BadInput(lambda: _NET.at_level(2), ValueError, "level"),
+    ),
+    note="two levels, each a stopped MALA run by sample_until_stopped; the step size of both "
+         "levels' MALA kernels is the traced float.",
 )]
