@@ -29,8 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from harness import BenchTable, Row, time_fn
 
-from jaxsample import choice
-from jaxsample.demo.choice import matched_ratio, vocabulary_study
+from jaxsample import choice, datasets
 
 _SIZES = {
     "quick": dict(dilemmas=50, big_dilemmas=2_000, atoms=300, topics=10, samples=200,
@@ -64,11 +63,11 @@ def _attribution_table(config, key):
     num_agents, num_dilemmas = 30, config["dilemmas"]
     weights = rng.dirichlet(np.full(4, 4.0), num_agents).astype(np.float32)
     model_w = np.array([0.02, 0.38, 0.35, 0.25], np.float32)
-    panel = choice.synthetic_panel(key, num_agents, num_dilemmas, decisiveness=2.0,
-                                   weights=jnp.asarray(weights))
+    panel = datasets.synthetic_panel(key, num_agents=num_agents, num_dilemmas=num_dilemmas,
+                                     decisiveness=2.0, weights=jnp.asarray(weights))
     features = panel.option_features
-    model = choice.sample_choices(jax.random.fold_in(key, 1), 1e4 * jnp.asarray(model_w),
-                                  features, num_samples=10)
+    model, _ = choice.sample_choices(jax.random.fold_in(key, 1), 1e4 * jnp.asarray(model_w),
+                                     features, num_samples=10)
     everyone = jnp.concatenate([panel.choices, model[:1]])
     planted = np.concatenate([weights, model_w[None]])
 
@@ -76,9 +75,9 @@ def _attribution_table(config, key):
     seconds, (theta, info) = time_fn(fit_all, everyone, repeats=3)
     theta = np.asarray(theta)
     w = theta / theta.sum(axis=1, keepdims=True)
-    panel_h = np.asarray(choice.decision_entropy(panel.choices, dtype=jnp.float32))
-    model_h = np.asarray(choice.decision_entropy(model, dtype=jnp.float32))
-    gap = np.asarray(choice.pluralism_gap(model, panel.choices, dtype=jnp.float32))
+    panel_h = np.asarray(choice.decision_entropy(panel.choices, dtype=jnp.float32)[0])
+    model_h = np.asarray(choice.decision_entropy(model, dtype=jnp.float32)[0])
+    gap = np.asarray(choice.pluralism_gap(model, panel.choices, dtype=jnp.float32)[0])
     metrics = dict(
         recovery_error_panel=float(np.abs(w[:num_agents] - planted[:num_agents]).mean()),
         recovery_error_model=float(np.abs(w[num_agents] - planted[num_agents]).mean()),
@@ -111,8 +110,9 @@ def _attribution_table(config, key):
     # scale: one decision-maker on many dilemmas, fit and bootstrap
     reduced = config.get("reduced", False)
     big = config["big_dilemmas"]
-    big_panel = choice.synthetic_panel(jax.random.fold_in(key, 2), 1, big, decisiveness=2.0,
-                                       weights=jnp.asarray(weights[:1]))
+    big_panel = datasets.synthetic_panel(jax.random.fold_in(key, 2), num_agents=1,
+                                         num_dilemmas=big, decisiveness=2.0,
+                                         weights=jnp.asarray(weights[:1]))
     truth = weights[0] * 2.0
 
     def fit_big(c, f):
@@ -147,14 +147,51 @@ def _attribution_table(config, key):
     return BenchTable("Value-priority attribution (recovery, entropy gap, scale)", rows, notes)
 
 
+def _vocabulary_rows(key, world, *, num_samples, num_proposals):
+    """Vocabulary, true-coherence rate and mean log-availability of SIR draws along the two
+    paths: alien (a = 1, growing b) and coherence-only (b = 0, growing a). a and b are traced:
+    one compilation for every point."""
+    num_atoms = world.availability_logits.shape[1]
+    settings = [("alien", 1.0, b) for b in (0.5, 1.0, 2.0)] + [
+        ("coherence-only", a, 0.0) for a in (0.25, 0.5, 1.0, 2.0)]
+    rows = []
+    for i, (path, a, b) in enumerate(settings):
+        samples, info = choice.tilted_sample(
+            jax.random.fold_in(key, i), world.coherence_logits, world.availability_logits,
+            num_samples=num_samples, a=a, b=b, method="sir", num_proposals=num_proposals,
+            chunk_size=2000)
+        vocabulary, _ = choice.effective_vocabulary(samples, num_atoms=num_atoms,
+                                                    dtype=jnp.float32)
+        rows.append(dict(path=path, a=a, b=b, vocabulary=float(vocabulary),
+                         coherent=float(jnp.mean(world.coherent(samples).astype(jnp.float32))),
+                         log_availability=float(jnp.mean(info.log_availability)),
+                         ess=float(info.ess)))
+    return rows
+
+
+def _matched_ratio(rows):
+    """``[(b, coherent, alien_vocab, matched_vocab, ratio)]``: each alien point's vocabulary over
+    the coherence-only vocabulary interpolated (linearly in the coherence rate) at its coherence
+    rate; alien points outside the coherence-only range are skipped."""
+    coherence_only = sorted((r["coherent"], r["vocabulary"]) for r in rows
+                            if r["path"] == "coherence-only")
+    xs, ys = np.array([c for c, _ in coherence_only]), np.array([v for _, v in coherence_only])
+    out = []
+    for r in rows:
+        if r["path"] == "alien" and xs[0] <= r["coherent"] <= xs[-1]:
+            matched = float(np.interp(r["coherent"], xs, ys))
+            out.append((r["b"], r["coherent"], r["vocabulary"], matched,
+                        r["vocabulary"] / matched))
+    return out
+
+
 def _vocabulary_table(config, key):
     num_atoms, num_samples, factor = config["atoms"], config["samples"], config["proposals"]
-    world = choice.synthetic_community(key, num_atoms=num_atoms, num_topics=config["topics"],
-                                       compatibility=0.3, dtype=jnp.float32)
+    world = datasets.synthetic_community(key, num_atoms=num_atoms, num_topics=config["topics"],
+                                         compatibility=0.3, dtype=jnp.float32)
     t0 = time.perf_counter()
-    rows = vocabulary_study(jax.random.fold_in(key, 1), world, num_samples=num_samples,
-                            alien_b=(0.5, 1.0, 2.0), coherence_a=(0.25, 0.5, 1.0, 2.0),
-                            method="sir", num_proposals=factor * num_samples, chunk_size=2000)
+    rows = _vocabulary_rows(jax.random.fold_in(key, 1), world, num_samples=num_samples,
+                            num_proposals=factor * num_samples)
     seconds = (time.perf_counter() - t0) / len(rows)
     table_rows = [Row(f"{num_atoms:,} atoms, {num_samples} SIR draws",
                       f"{r['path']} (a={r['a']:g}, b={r['b']:g})",
@@ -162,7 +199,7 @@ def _vocabulary_table(config, key):
                            mean_log_availability=r["log_availability"], ess=r["ess"]),
                       seconds, peer=r["path"] == "coherence-only" and r["a"] == 1.0)
                   for r in rows]
-    matched = matched_ratio(rows)
+    matched = _matched_ratio(rows)
     if matched:
         best = max(ratio for *_, ratio in matched)
         verdict = "met" if best >= 3 else "missed"
@@ -188,7 +225,8 @@ def _tv_marginals(x, y, num_atoms):
 def _exact_vs_sir_table(config, key):
     num_atoms = config["exact_atoms"]
     num_sets = math.comb(num_atoms, 3)
-    world = choice.synthetic_community(key, num_atoms=num_atoms, num_topics=3, dtype=jnp.float32)
+    world = datasets.synthetic_community(key, num_atoms=num_atoms, num_topics=3,
+                                         dtype=jnp.float32)
     n = 1000
     args = (world.coherence_logits, world.availability_logits)
     rows = []

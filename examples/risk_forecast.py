@@ -47,7 +47,7 @@ def main(argv=None):
     interval, _ = risk.bootstrap_asr(key, jnp.asarray(ns), successes, float(args.attempts),
                                   num_resamples=args.resamples, max_trials=args.attempts)
     truth = np.mean(-np.expm1(ns[:, None] * np.log1p(-theta[None, :])), axis=1)
-    budget = risk.budget_at(0.5, fit.alpha, fit.beta, fit.pi0)
+    budget, _ = risk.budget_at(0.5, fit.alpha, fit.beta, fit.pi0)
     print(f"fit: alpha={float(fit.alpha):.3f} beta={float(fit.beta):.2f} "
           f"(truth {args.a}, {args.b}), converged={bool(fit_info.solver.converged)}; "
           f"attempts for a 50% population ASR: {int(budget)}")
@@ -60,12 +60,12 @@ def main(argv=None):
     labels = (rng.random(args.rewards) < 0.3).astype(np.float64)
     scores = np.where(labels == 1, rng.normal(1.0, 1.0, args.rewards),
                       rng.normal(0.0, 1.5, args.rewards))
-    tension = risk.tail_tension(scores, labels)
+    hazard_gap, tension = risk.tail_tension(scores, labels)
     pool_ns = jnp.asarray([1.0, 4.0, 16.0, 64.0, 256.0, 1024.0])
     pool, _ = risk.bon_pool_accuracy(scores, labels, pool_ns)
     print(markdown_table(["N", "hazard gap T(u_N)", "more samples help?"],
                          [[int(n), g, bool(h)] for n, g, h in
-                          zip(np.asarray(tension.n), np.asarray(tension.hazard_gap),
+                          zip(np.asarray(tension.n), np.asarray(hazard_gap),
                               np.asarray(tension.helps), strict=True)]))
     print(markdown_table(["N", "Best-of-N accuracy from the pool"],
                          [[int(n), a] for n, a in zip(np.asarray(pool_ns), np.asarray(pool),

@@ -15,10 +15,12 @@ compilation):
 - :func:`imbalanced_clusters`: Zipf-sized Gaussian clusters, and :func:`random_fourier_features`
   to map them into a Gaussian kernel's feature space (diverse-subset selection).
 
-Discrete data with an exact law (categorical samplers and their exact oracles):
+Planted worlds of the choice family, each a NamedTuple of arrays:
 
-- :func:`sudoku4_grids`: the 288 valid 4×4 Sudoku grids, and :func:`sudoku4_index` to look a
-  token grid up among them (−1 if it is not valid).
+- :func:`synthetic_panel`: decision-makers of planted value priorities choosing on
+  synthetic dilemmas (:mod:`jaxsample.choice.pluralism`);
+- :func:`synthetic_community`: idea atoms in topics, communities and a hidden compatibility
+  graph (:mod:`jaxsample.choice.alien`).
 
 The same key always gives the same points.
 """
@@ -26,24 +28,27 @@ The same key always gives the same points.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_int
+from jaxsample._checks import check_array, check_choice, check_hyperparameter, check_int, check_key
+from jaxsample.kernels import logspace, resampling
 
 __all__ = [
+    "Community",
+    "Panel",
     "checkerboard",
     "clustered_embeddings",
     "host_generator",
     "imbalanced_clusters",
     "latent_mixture",
     "random_fourier_features",
-    "sudoku4_grids",
-    "sudoku4_index",
+    "synthetic_community",
+    "synthetic_panel",
     "two_spirals",
 ]
 
@@ -211,56 +216,189 @@ def random_fourier_features(key, points, num_features: int, bandwidth: float) ->
     return features.astype(points.dtype)
 
 
-_SUDOKU_CELLS = 16
+# ------------------------------------------------------------------------------------------------
+# planted worlds of the choice family (value priorities, alien-space sampling)
 
 
-@functools.lru_cache(maxsize=1)
-def _sudoku4_table() -> np.ndarray:
-    perms = np.asarray(list(itertools.permutations(range(4))), np.int8)           # (24, 4)
-    rows = np.stack(np.meshgrid(*[np.arange(24)] * 4, indexing="ij"), -1).reshape(-1, 4)
-    grids = perms[rows]                                                            # (n, 4, 4)
-    symbols = np.arange(4)[:, None]
-    columns_ok = np.all(np.sort(grids, axis=1) == symbols, axis=(1, 2))
-    boxes = grids.reshape(-1, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4).reshape(-1, 4, 4)
-    boxes_ok = np.all(np.sort(boxes, axis=2) == symbols.T, axis=(1, 2))
-    valid = grids[columns_ok & boxes_ok].reshape(-1, _SUDOKU_CELLS).astype(np.int32)
-    return valid[np.argsort(_sudoku4_codes(valid))]
+class Panel(NamedTuple):
+    """A synthetic panel from :func:`synthetic_panel`.
+
+    Attributes:
+        option_features: ``(num_dilemmas, num_options, P)`` annotations in ``{−1, 0, +1}``.
+        weights: ``(num_agents, P)`` planted priorities on the simplex.
+        decisiveness: ``(num_agents,)`` planted ``β``.
+        choices: ``(num_agents, num_dilemmas)`` one decision per agent and dilemma.
+    """
+
+    option_features: jax.Array
+    weights: jax.Array
+    decisiveness: jax.Array
+    choices: jax.Array
 
 
-def _sudoku4_codes(tokens):
-    return (tokens.astype(np.uint64) * (4 ** np.arange(_SUDOKU_CELLS, dtype=np.uint64))).sum(-1)
+def synthetic_panel(key: jax.Array, *, num_agents: int, num_dilemmas: int,
+                    num_principles: int = 4, concentration: float = 4.0,
+                    decisiveness: float = 2.0, design: str = "random", weights=None,
+                    dtype=None) -> Panel:
+    """A planted panel for :mod:`jaxsample.choice.pluralism`: ``w ~ Dir(concentration·1)``, one
+    decision per agent and dilemma.
 
+    Binary dilemmas. ``design="random"``: annotations ``z_{jk}`` uniform on ``{−1, 0, +1}^P``
+    (a full-rank design). ``design="contrast"``: option A upholds principle ``p`` and violates
+    ``q``, option B the reverse (``p ≠ q`` uniform), so every difference sums to zero and only
+    contrasts of ``θ`` are identified. Agent ``m`` decides with ``θ^{(m)} = β·w^{(m)}`` by the
+    conditional logit ``softmax_k(θᵀ z_{jk})``.
 
-def sudoku4_grids() -> np.ndarray:
-    """The 288 valid 4×4 Sudoku grids as ``(288, 16)`` int32 tokens in 0..3 (row-major cells).
-
-    Each row, column and 2×2 box holds every symbol once; the grids are sorted by their base-4
-    code (cell i weighs 4**i), the order :func:`sudoku4_index` reports. A fresh copy each call.
+    Args:
+        key: PRNG key.
+        num_agents, num_dilemmas: panel size and number of dilemmas.
+        num_principles: ``P``.
+        concentration: Dirichlet concentration of the planted weights.
+        decisiveness: planted ``β`` of every agent; traced.
+        design: ``"random"`` or ``"contrast"``.
+        weights: ``(num_agents, P)`` planted weights to use instead of Dirichlet draws (a
+            decision-maker of known priorities, e.g. a "model" with a low autonomy weight).
+        dtype: floating dtype (default: ``weights``' dtype or JAX's default float).
 
     Example:
-        >>> grids = sudoku4_grids()
-        >>> grids.shape, grids[0].reshape(4, 4)[0].tolist()
-        ((288, 16), [0, 1, 2, 3])
+        >>> import jax
+        >>> panel = synthetic_panel(jax.random.key(0), num_agents=30, num_dilemmas=50)
+        >>> panel.option_features.shape, panel.choices.shape
+        ((50, 2, 4), (30, 50))
     """
-    return _sudoku4_table().copy()
+    key = check_key("key", key)
+    num_agents = check_int("num_agents", num_agents, 1)
+    num_dilemmas = check_int("num_dilemmas", num_dilemmas, 1)
+    num_principles = check_int("num_principles", num_principles, 2)
+    decisiveness = check_hyperparameter("decisiveness", decisiveness)
+    design = check_choice("design", design, ("random", "contrast"))
+    key_w, key = jax.random.split(key)
+    if weights is None:
+        concentration = check_hyperparameter("concentration", concentration)
+        dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+        weights = _dirichlet(key_w, concentration, num_agents, num_principles, dtype)
+    else:
+        weights = check_array("weights", weights, shape=(num_agents, num_principles),
+                              finite=True)
+        dtype = weights.dtype if dtype is None else jnp.dtype(dtype)
+        weights = weights.astype(dtype)
+    return _synthetic_panel(key, weights, decisiveness, np.asarray(design == "contrast"),
+                            num_dilemmas=num_dilemmas)
 
 
-@jax.jit
-def sudoku4_index(tokens: jax.Array) -> jax.Array:
-    """Index in :func:`sudoku4_grids` of each ``(..., 16)`` token grid, −1 if it is not valid.
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _dirichlet(key, concentration, num_agents, num_principles, dtype):
+    # its own compilation: JAX's gamma sampler is costly to compile and only its shape matters
+    alpha = jnp.full((num_principles,), jnp.asarray(concentration, dtype))
+    return jax.random.dirichlet(key, alpha, (num_agents,), dtype=dtype)
 
-    Jittable (base-4 codes in uint32, a sorted search).
+
+@functools.partial(jax.jit, static_argnames="num_dilemmas")
+def _synthetic_panel(key, weights, decisiveness, contrast, *, num_dilemmas):
+    # both designs in one compilation (the choice between them is a traced flag)
+    dtype = weights.dtype
+    num_principles = weights.shape[1]
+    key_z, key_c = jax.random.split(key)
+    random = jax.random.randint(key_z, (num_dilemmas, 2, num_principles), -1, 2).astype(dtype)
+    key_p, key_q = jax.random.split(key_z)
+    p = jax.random.randint(key_p, (num_dilemmas,), 0, num_principles)
+    q = (p + jax.random.randint(key_q, (num_dilemmas,), 1, num_principles)) % num_principles
+    upholds = jax.nn.one_hot(p, num_principles, dtype=dtype)
+    violates = jax.nn.one_hot(q, num_principles, dtype=dtype)
+    pitted = jnp.stack([upholds - violates, violates - upholds], axis=1)
+    features = jnp.where(contrast, pitted, random)
+    beta = jnp.full((weights.shape[0],), jnp.asarray(decisiveness, dtype))
+    logits = jnp.einsum("jkp,mp->mjk", features, weights * beta[:, None])
+    choices = resampling.categorical(key_c, logits)
+    return Panel(option_features=features, weights=weights, decisiveness=beta, choices=choices)
+
+
+class Community(NamedTuple):
+    """A synthetic world from :func:`synthetic_community`.
+
+    Attributes:
+        coherence_logits: ``(V, V)`` symmetric pairwise coherence logits (diagonal: unary).
+        availability_logits: ``(K, V)`` per-community atom logits.
+        topics: ``(V,)`` topic of each atom.
+        compatible: ``(T, T)`` bool, symmetric, ``True`` on the diagonal: topic pairs whose atoms
+            combine coherently (the hidden structure of knowledge).
+    """
+
+    coherence_logits: jax.Array
+    availability_logits: jax.Array
+    topics: jax.Array
+    compatible: jax.Array
+
+    def coherent(self, samples):
+        """``(..., )`` bool: every pair of atoms in each set is within-topic or compatible."""
+        t = self.topics[samples]
+        ok = self.compatible[t[..., :, None], t[..., None, :]]
+        return jnp.all(ok, axis=(-2, -1))
+
+
+def synthetic_community(key: jax.Array, *, num_atoms: int = 60, num_topics: int = 6,
+                        compatibility: float = 0.3, popularity_exponent: float = 1.0,
+                        incoherence: float = 4.0, focus: float = 3.0, dtype=None) -> Community:
+    """A planted world for :func:`jaxsample.choice.tilted_sample`: atoms, topics, communities
+    and a hidden compatibility graph.
+
+    Atoms fall into ``num_topics`` equal topics; atom popularity is Zipf
+    (``pop_v ∝ rank_v^{−popularity_exponent}``, ranks in random order): the literature's density.
+    A random fraction ``compatibility`` of the cross-topic pairs of topics is compatible (the
+    hidden structure: coherent directions nobody has explored). Then
+
+    * ``coherence_logits[v, v] = log pop_v`` and, for ``u ≠ v``, ``−incoherence`` when the
+      topics of ``u`` and ``v`` differ and are not compatible, else 0;
+    * one community per topic, ``availability_logits[c, v] = log pop_v + focus·[topic_v = c]``.
+
+    Args:
+        key: PRNG key.
+        num_atoms, num_topics: ``V`` (a multiple of ``T``) and ``T``.
+        compatibility: fraction of cross-topic topic pairs that are compatible, in [0, 1].
+        popularity_exponent: Zipf exponent ``s >= 0``.
+        incoherence: logit penalty of each incompatible pair, ``>= 0``.
+        focus: logit bonus of a community's own topic, ``>= 0``.
+        dtype: floating dtype (default: JAX's default float).
 
     Example:
-        >>> import jax.numpy as jnp
-        >>> grids = jnp.asarray(sudoku4_grids())
-        >>> sudoku4_index(grids[:3]).tolist(), int(sudoku4_index(jnp.zeros(16, jnp.int32)))
-        ([0, 1, 2], -1)
+        >>> import jax
+        >>> world = synthetic_community(jax.random.key(0), num_atoms=12, num_topics=3)
+        >>> world.coherence_logits.shape, world.availability_logits.shape
+        ((12, 12), (3, 12))
     """
-    codes_sorted = jnp.asarray(_sudoku4_codes(_sudoku4_table()).astype(np.uint32))
-    tokens = jnp.asarray(tokens).astype(jnp.uint32)
-    powers = jnp.asarray(4 ** np.arange(_SUDOKU_CELLS, dtype=np.uint64), jnp.uint32)
-    powers = powers.reshape((1,) * (tokens.ndim - 1) + (_SUDOKU_CELLS,))
-    codes = jnp.sum(tokens * powers, axis=-1, dtype=jnp.uint32)
-    position = jnp.clip(jnp.searchsorted(codes_sorted, codes), 0, codes_sorted.shape[0] - 1)
-    return jnp.where(codes_sorted[position] == codes, position, -1).astype(jnp.int32)
+    key = check_key("key", key)
+    num_topics = check_int("num_topics", num_topics, 1)
+    num_atoms = check_int("num_atoms", num_atoms, num_topics)
+    if num_atoms % num_topics:
+        raise ValueError(f"num_atoms must be a multiple of num_topics={num_topics}, got "
+                         f"{num_atoms}")
+    compatibility = check_hyperparameter("compatibility", compatibility, positive=False,
+                                         maximum=1.0)
+    popularity_exponent = check_hyperparameter("popularity_exponent", popularity_exponent,
+                                               positive=False)
+    incoherence = check_hyperparameter("incoherence", incoherence, positive=False)
+    focus = check_hyperparameter("focus", focus, positive=False)
+    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    return _synthetic_community(key, compatibility, popularity_exponent, incoherence, focus,
+                                num_atoms=num_atoms, num_topics=num_topics, dtype=dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("num_atoms", "num_topics", "dtype"))
+def _synthetic_community(key, compatibility, popularity_exponent, incoherence, focus, *,
+                         num_atoms, num_topics, dtype):
+    key_rank, key_compat = jax.random.split(key)
+    topics = jnp.arange(num_atoms, dtype=jnp.int32) % num_topics
+    ranks = jax.random.permutation(key_rank, num_atoms).astype(dtype) + 1
+    log_pop = -jnp.asarray(popularity_exponent, dtype) * jnp.log(ranks)
+    log_pop = logspace.log_normalize(log_pop)
+    upper = jax.random.uniform(key_compat, (num_topics, num_topics), dtype) < jnp.asarray(
+        compatibility, dtype)
+    upper = jnp.triu(upper, 1)
+    compatible = upper | upper.T | jnp.eye(num_topics, dtype=bool)
+    pair_ok = compatible[topics[:, None], topics[None, :]]
+    pairs = jnp.where(pair_ok, jnp.zeros((), dtype), -jnp.asarray(incoherence, dtype))
+    coherence = jnp.where(jnp.eye(num_atoms, dtype=bool), log_pop[None, :], pairs)
+    own = (topics[None, :] == jnp.arange(num_topics)[:, None]).astype(dtype)
+    availability = log_pop[None, :] + jnp.asarray(focus, dtype) * own
+    return Community(coherence_logits=coherence, availability_logits=availability,
+                     topics=topics, compatible=compatible)

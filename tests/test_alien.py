@@ -14,7 +14,7 @@ import scipy.special
 import scipy.stats
 from _stats import chisquare_pvalue
 
-from jaxsample import choice
+from jaxsample import choice, datasets
 from jaxsample.choice import alien
 
 P_VALUE = 1e-3
@@ -23,8 +23,8 @@ SETS = np.array(list(itertools.combinations(range(NUM_ATOMS), SIZE)))
 
 
 def _world():
-    return choice.synthetic_community(jax.random.key(0), num_atoms=NUM_ATOMS, num_topics=3,
-                                      dtype=jnp.float32)
+    return datasets.synthetic_community(jax.random.key(0), num_atoms=NUM_ATOMS, num_topics=3,
+                                        dtype=jnp.float32)
 
 
 def _log_target(world, a, b):
@@ -53,6 +53,9 @@ def test_exact_sampler_is_the_enumerated_tilted_law():
         index = _set_index(samples)
         np.testing.assert_allclose(info.log_target - info.log_normalizer, log_pi[index],
                                    atol=1e-4)
+        # the two model terms of each draw, rescored, make up its tilted score
+        np.testing.assert_allclose(a * info.log_coherence - b * info.log_availability,
+                                   info.log_target, atol=1e-4)
         counts = np.bincount(index, minlength=len(SETS))
         assert chisquare_pvalue(counts, np.exp(log_pi)) > P_VALUE, (a, b)
     # a = b = 0: every set equally likely
@@ -128,15 +131,21 @@ def test_sir_approaches_the_exact_law_within_its_budget():
 def test_reciprocal_rank_fusion_depends_on_ranks_only():
     rng = np.random.default_rng(0)
     first, second = (jnp.asarray(rng.normal(size=50), jnp.float32) for _ in range(2))
-    fused = choice.reciprocal_rank_fusion(first, second)
+
+    def rrf(*scores, k=60.0):
+        return choice.reciprocal_rank_fusion(*scores, k=k)[0]
+
+    fused, info = choice.reciprocal_rank_fusion(first, second)
     for transform in (jnp.exp, lambda s: 3 * s + 1, lambda s: s**3):
-        np.testing.assert_allclose(
-            choice.reciprocal_rank_fusion(transform(first), transform(second)), fused,
-            rtol=1e-6)
-    np.testing.assert_allclose(choice.reciprocal_rank_fusion(second, first), fused, rtol=1e-6)
+        np.testing.assert_allclose(rrf(transform(first), transform(second)), fused, rtol=1e-6)
+    np.testing.assert_allclose(rrf(second, first), fused, rtol=1e-6)
+    # the info's ranks are the 1-based ranks by decreasing score
+    ranks = np.stack([np.argsort(np.argsort(-np.asarray(s))) for s in (first, second)])
+    np.testing.assert_array_equal(np.asarray(info.ranks), ranks + 1)
+    assert not bool(info.nonfinite)
     # for large k the fused order is the order by rank sum (Borda)
-    ranks = sum(np.argsort(np.argsort(-np.asarray(s))) for s in (first, second))
-    big_k = np.asarray(choice.reciprocal_rank_fusion(first, second, k=1e6))
+    ranks = ranks.sum(axis=0)
+    big_k = np.asarray(rrf(first, second, k=1e6))
     distinct = np.unique(ranks, return_counts=True)
     if np.all(distinct[1] == 1):
         np.testing.assert_array_equal(np.argsort(-big_k), np.argsort(ranks))
@@ -145,11 +154,17 @@ def test_reciprocal_rank_fusion_depends_on_ranks_only():
 
 
 def test_effective_vocabulary_limits_and_relabelling():
+    def vocabulary(samples, **kwargs):
+        return choice.effective_vocabulary(samples, **kwargs)[0]
+
     uniform = jnp.arange(24).reshape(8, 3)
-    np.testing.assert_allclose(choice.effective_vocabulary(uniform, num_atoms=30), 24.0,
+    value, info = choice.effective_vocabulary(uniform, num_atoms=30)
+    np.testing.assert_allclose(value, 24.0, rtol=1e-6)
+    np.testing.assert_allclose(info.entropy, np.log(24.0), rtol=1e-6)
+    np.testing.assert_allclose(info.frequencies, np.r_[np.full(24, 1 / 24), np.zeros(6)],
                                rtol=1e-6)
-    np.testing.assert_allclose(choice.effective_vocabulary(jnp.zeros((5, 3), jnp.int32)), 1.0)
+    np.testing.assert_allclose(vocabulary(jnp.zeros((5, 3), jnp.int32)), 1.0)
     samples = jnp.asarray(np.random.default_rng(1).integers(0, 30, (40, 3)))
     relabel = jnp.asarray(np.random.default_rng(2).permutation(30))
-    np.testing.assert_allclose(choice.effective_vocabulary(relabel[samples], num_atoms=30),
-                               choice.effective_vocabulary(samples, num_atoms=30), rtol=1e-6)
+    np.testing.assert_allclose(vocabulary(relabel[samples], num_atoms=30),
+                               vocabulary(samples, num_atoms=30), rtol=1e-6)

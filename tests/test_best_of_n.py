@@ -180,20 +180,24 @@ def test_tail_regime_classifies_the_three_regimes(x64):
     size = 4000
     heavy = scipy.stats.genpareto.rvs(0.5, size=size, random_state=rng)
     light = scipy.stats.genpareto.rvs(0.1, size=size, random_state=rng)
-    assert risk.tail_regime(heavy, light).regime == "correct-dominant"
-    assert risk.tail_regime(light, heavy).regime == "incorrect-dominant"
+    regime, info = risk.tail_regime(heavy, light)
+    assert regime == "correct-dominant" and float(info.limit_accuracy) == 1.0
+    assert bool(info.solver.converged) and not bool(info.nonfinite)
+    assert int(info.solver.num_iterations) == int(info.correct.num_iterations) + int(
+        info.incorrect.num_iterations)
+    assert risk.tail_regime(light, heavy)[0] == "incorrect-dominant"
     # equal index 1/2, scales 2 : 1: critical with limit share·c/(share·c + 1 − share)
     wide = scipy.stats.genpareto.rvs(0.5, scale=2.0, size=size, random_state=rng)
     narrow = scipy.stats.genpareto.rvs(0.5, scale=1.0, size=size, random_state=rng)
-    out = risk.tail_regime(wide, narrow, p_correct=0.3)
-    assert out.regime == "critical"
+    regime, info = risk.tail_regime(wide, narrow, p_correct=0.3)
+    assert regime == "critical"
     truth = 0.3 * 4 / (0.3 * 4 + 0.7)
-    assert abs(out.limit_accuracy - truth) < 0.1
+    assert abs(float(info.limit_accuracy) - truth) < 0.1
     # Gaussians: the wider incorrect class wins
     correct = rng.normal(1.0, 1.0, size)
     incorrect = rng.normal(0.0, 1.5, size)
-    assert risk.tail_regime(correct, incorrect).regime == "incorrect-dominant"
-    assert risk.tail_regime(incorrect, correct).regime == "correct-dominant"
+    assert risk.tail_regime(correct, incorrect)[0] == "incorrect-dominant"
+    assert risk.tail_regime(incorrect, correct)[0] == "correct-dominant"
 
 
 def test_tail_tension_and_the_hazard_gap_identity(x64):
@@ -219,11 +223,13 @@ def test_tail_tension_and_the_hazard_gap_identity(x64):
     n = jnp.asarray([100.0, 1e4, 1e6])
     labels = np.arange(10_000) < 3000
     hurt = np.where(labels, rng.normal(1.0, 1.0, 10_000), rng.normal(0.0, 1.5, 10_000))
-    out = risk.tail_tension(hurt, labels, n=n)
+    gap, out = risk.tail_tension(hurt, labels, n=n)
     assert not bool(out.nonfinite) and not np.any(np.asarray(out.helps))
+    np.testing.assert_array_equal(np.asarray(out.helps), np.asarray(gap) > 0)
+    assert bool(out.solver.converged)
     assert np.all(np.diff(np.asarray(out.accuracy)) < 0)
     helps = np.where(labels, rng.normal(1.0, 1.5, 10_000), rng.normal(0.0, 1.0, 10_000))
-    out = risk.tail_tension(helps, labels, n=n)
+    _, out = risk.tail_tension(helps, labels, n=n)
     assert np.all(np.asarray(out.helps)) and np.all(np.diff(np.asarray(out.accuracy)) > 0)
 
 

@@ -235,3 +235,6 @@ def test_run_improves_with_trust_region_and_reports_progress(x64):
     np.testing.assert_allclose(np.linalg.norm(trace.points, axis=-1), 2.0, rtol=1e-12)
     assert best[-1] > 0.95  # cos(u, a) of the best of 30 points in D = 6
     assert not bool(np.any(trace.nonfinite)) and int(state.count) == 30
+    # the evidence refits (iterations 10 and 20) report their solver; the others ran none
+    refits = np.asarray(trace.solver.num_iterations)
+    assert np.all(refits[[10, 20]] > 0) and np.all(np.delete(refits, [10, 20]) == 0)

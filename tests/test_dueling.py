@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jaxsample.decision import PreferenceMatrix, confidence_radius, identify_condorcet
+from jaxsample.decision import PreferenceMatrix, identify_condorcet
 
 # K = 4, CW = arm 2; the other three form a cycle, all pairs deterministic
 _CYCLE = np.array([[0.5, 1.0, 0.0, 0.0],
@@ -29,16 +29,10 @@ def _first_count(delta, k, level):
     return n
 
 
-def test_confidence_radius_formula():
-    n = np.array([1, 10, 1000])
-    expected = np.sqrt(np.log(4 * 9 * n**2 / 0.1) / (2 * n))
-    np.testing.assert_allclose(confidence_radius(n, 3, 0.1), expected, rtol=1e-6)
-    assert np.isinf(confidence_radius(0, 3, 0.1))
-
-
 @pytest.mark.parametrize("schedule", ["round", "single"])
 def test_counts_are_consistent(schedule):
-    """W + Wᵀ = N symmetric with zero diagonal, ΣN = 2·duels, the cap is exact."""
+    """W + Wᵀ = N symmetric with zero diagonal, ΣN = 2·duels, the cap is exact; the lower
+    bounds are ``q̂ − r(N)`` with the anytime radius ``r(N) = √(log(4K²N²/δ)/(2N))``."""
     prefs = PreferenceMatrix(jnp.asarray(0.5 + 0.3 * (_CYCLE - 0.5), jnp.float32))
     _, info = identify_condorcet(jax.random.key(3), prefs, delta=0.1, budget=37,
                                  schedule=schedule)
@@ -46,6 +40,12 @@ def test_counts_are_consistent(schedule):
     counts = wins + wins.T
     assert np.all(np.diag(counts) == 0) and np.all(counts == counts.T)
     assert counts.sum() == 2 * int(info.num_duels)
+    played = counts > 0
+    n = np.maximum(counts, 1)
+    radius = np.sqrt(np.log(4 * 4**2 * n**2 / 0.1) / (2 * n))
+    np.testing.assert_allclose(np.asarray(info.lower)[played], (wins / n - radius)[played],
+                               rtol=1e-5)
+    assert np.all(np.isneginf(np.asarray(info.lower)[~played]))
     assert int(info.num_duels) == 37 and not bool(info.determined)
     if schedule == "single":
         assert int(info.num_rounds) == 37

@@ -104,9 +104,8 @@ def test_the_library_holds_its_layers():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "the choice and coverage studies and figures (demo.choice: vocabulary_study, priority_study, "
-    "matched_ratio, choice_figure, PRINCIPLES; demo.coverage: sensitivity_study, "
-    "coverage_figure, disc_instance, random_instance) still live in jaxsample.demo"))
+    "the coverage studies and figures (demo.coverage: sensitivity_study, coverage_figure, "
+    "disc_instance, random_instance) still live in jaxsample.demo"))
 def test_bench_and_examples_do_not_import_the_demo():
     found = [v for path in _script_files()
              for v in violations(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"),

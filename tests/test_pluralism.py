@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 
-from jaxsample import choice
+from jaxsample import choice, datasets
 
 P_VALUE = 1e-3
 NUM_AGENTS, NUM_DILEMMAS, BETA = 30, 150, 3.0
@@ -25,9 +25,9 @@ def _binomial_interval(num_trials, prob):
 def _panel(design="random", seed=0):
     # planted weights from NumPy: the panel's own Dirichlet draw is its doctest's business
     weights = np.random.default_rng(seed).dirichlet(np.full(4, 4.0), NUM_AGENTS)
-    return choice.synthetic_panel(jax.random.key(seed), NUM_AGENTS, NUM_DILEMMAS,
-                                  decisiveness=BETA, design=design,
-                                  weights=jnp.asarray(weights, jnp.float32))
+    return datasets.synthetic_panel(jax.random.key(seed), num_agents=NUM_AGENTS,
+                                    num_dilemmas=NUM_DILEMMAS, decisiveness=BETA, design=design,
+                                    weights=jnp.asarray(weights, jnp.float32))
 
 
 def _fits(panel, keys, l2):
@@ -56,6 +56,9 @@ def test_bootstrap_and_laplace_intervals_cover_planted_priorities():
     assert not bool(jnp.any(boot.nonfinite))
     assert np.all(np.asarray(boot.design_rank) == 4)
     np.testing.assert_allclose(boot_theta, laplace_theta)  # the same point estimate
+    # w = θ/β and β = Σθ beside the estimate
+    scaled = np.asarray(laplace.weights) * np.asarray(laplace.decisiveness)[:, None]
+    np.testing.assert_allclose(scaled, laplace_theta, rtol=1e-5)
     low, high = _binomial_interval(theta.size, 0.9)
     for info in (boot, laplace):
         covered = (np.asarray(info.lower) <= theta) & (theta <= np.asarray(info.upper))
@@ -84,8 +87,9 @@ def test_contrast_design_identifies_only_contrasts():
                                               level=0.9)
     assert int(info.design_rank) == 3
     # θ and θ + c·1 give the same choice law; the penalty picks the minimum-norm θ (Σθ = 0)
-    probs = choice.choice_probabilities(theta, panel.option_features)
-    shifted = choice.choice_probabilities(theta + 5.0, panel.option_features)
+    probs, law = choice.choice_probabilities(theta, panel.option_features)
+    shifted, _ = choice.choice_probabilities(theta + 5.0, panel.option_features)
+    np.testing.assert_allclose(np.exp(np.asarray(law.log_probabilities)), probs, rtol=1e-6)
     np.testing.assert_allclose(shifted, probs, rtol=1e-5, atol=1e-6)
     assert abs(float(jnp.sum(theta))) < 1e-3
     planted = np.asarray(panel.weights[0] * BETA)
@@ -96,13 +100,13 @@ def test_contrast_design_identifies_only_contrasts():
 def test_separable_choices_give_a_finite_fit_that_reproduces_them():
     panel = _panel()
     theta_true = jnp.asarray([0.05, 0.45, 0.25, 0.25], jnp.float32) * 200.0
-    probs = choice.choice_probabilities(theta_true, panel.option_features)
+    probs, _ = choice.choice_probabilities(theta_true, panel.option_features)
     decisive = jnp.abs(probs[:, 0] - 0.5) > 0.49  # ties (identical options) excluded
     chosen = jnp.argmax(probs, axis=-1)
     theta, info = choice.fit_value_priorities(chosen, panel.option_features, l2=0.01,
                                               level=0.9)
     assert bool(info.solver.converged) and not bool(info.nonfinite)
-    fitted = jnp.argmax(choice.choice_probabilities(theta, panel.option_features), axis=-1)
+    fitted = jnp.argmax(choice.choice_probabilities(theta, panel.option_features)[0], axis=-1)
     assert bool(jnp.all((fitted == chosen) | ~decisive))
 
 
@@ -113,8 +117,8 @@ def test_decision_entropy_vanishes_as_decisiveness_grows_except_on_ties():
     assert 0 < tie.sum() < NUM_DILEMMAS  # identical options occur with probability 3⁻⁴
     w = panel.weights[0]
     entropy = np.stack([np.asarray(choice.decision_entropy(
-        choice.sample_choices(jax.random.key(3), beta * w, features, num_samples=64),
-        dtype=jnp.float32)) for beta in (1.0, 30.0, 1e4)])
+        choice.sample_choices(jax.random.key(3), beta * w, features, num_samples=64)[0],
+        dtype=jnp.float32)[0]) for beta in (1.0, 30.0, 1e4)])
     means = entropy[:, ~tie].mean(axis=1)
     assert means[0] > means[1] > means[2] == 0.0, means
     # ties are fair coins at every β: p̂ ~ Bin(64, ½)/64, so h(p̂) ≥ h(½ ± 0.2) except with
@@ -123,7 +127,7 @@ def test_decision_entropy_vanishes_as_decisiveness_grows_except_on_ties():
     assert np.all(entropy[:, tie] >= floor)
     # the model-implied entropy decreases monotonically to 0 off ties
     betas = jnp.asarray([1.0, 10.0, 100.0, 1e4])
-    implied = choice.choice_probabilities(betas[:, None] * w[None, :], features)[..., 0]
+    implied = choice.choice_probabilities(betas[:, None] * w[None, :], features)[0][..., 0]
     h = -(implied * jnp.log2(implied) + (1 - implied) * jnp.log2(1 - implied))
     h = np.asarray(jnp.nan_to_num(h))[:, ~tie]
     assert np.all(np.diff(h, axis=0) <= 1e-6) and h[-1].max() < 1e-3
@@ -131,15 +135,19 @@ def test_decision_entropy_vanishes_as_decisiveness_grows_except_on_ties():
 
 def test_pluralism_gap_of_a_deterministic_model_against_its_panel():
     panel = _panel()
-    model = choice.sample_choices(jax.random.key(4), 1e4 * panel.weights[0],
-                                  panel.option_features, num_samples=64)
-    gap = choice.pluralism_gap(model, panel.choices, dtype=jnp.float32)
+    model, _ = choice.sample_choices(jax.random.key(4), 1e4 * panel.weights[0],
+                                     panel.option_features, num_samples=64)
+    gap, info = choice.pluralism_gap(model, panel.choices, dtype=jnp.float32)
     panel_fraction = np.mean(np.asarray(panel.choices) == 0, axis=0)
     model_fraction = np.mean(np.asarray(model) == 0, axis=0)
     np.testing.assert_allclose(gap, np.abs(panel_fraction - model_fraction), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(info.panel_frequencies)[:, 0], panel_fraction,
+                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(info.model_frequencies)[:, 0], model_fraction,
+                               atol=1e-6)
     # a model that copies the panel's law has gap 0
     np.testing.assert_allclose(choice.pluralism_gap(panel.choices, panel.choices,
-                                                    dtype=jnp.float32), 0.0, atol=1e-6)
+                                                    dtype=jnp.float32)[0], 0.0, atol=1e-6)
 
 
 def test_panel_percentile_converges_to_the_dirichlet_marginal():
@@ -150,7 +158,10 @@ def test_panel_percentile_converges_to_the_dirichlet_marginal():
     panel = jnp.asarray(rng.dirichlet(np.full(4, 4.0), num), jnp.float32)
     grid = np.array([0.05, 0.1, 0.25, 0.4], np.float32)
     values = jnp.asarray(np.stack([grid] * 4, axis=1))
-    percentile = np.asarray(choice.panel_percentile(values, panel))
+    percentile, info = choice.panel_percentile(values, panel)
+    percentile = np.asarray(percentile)
+    np.testing.assert_allclose(np.asarray(info.panel_median), np.median(np.asarray(panel), 0),
+                               rtol=1e-6)
     cdf = scipy.stats.beta(4, 12).cdf(grid)[:, None]
     assert np.all(np.abs(percentile - cdf) <= 4.5 * np.sqrt(cdf * (1 - cdf) / num))
     assert np.all(np.diff(percentile, axis=0) >= 0)

@@ -11,14 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample.decision import (
-    TabularMDP,
-    backward_induction,
-    evaluate_policy,
-    run_psrl,
-    run_ucbvi,
-    sample_trajectory,
-)
+from jaxsample.decision import TabularMDP, run_psrl, run_ucbvi
 from jaxsample.kernels.tabular import dirichlet
 
 _EPISODES = 6  # with S=3, A=2, H=4 the configurations below share the contract's compilations
@@ -31,11 +24,11 @@ def _small_mdp():
 def test_backward_induction_equals_brute_force():
     """All 2^(3·3) = 512 deterministic non-stationary policies of an S=3, A=2, H=3 MDP."""
     mdp = _small_mdp()
-    values, q, policy = backward_induction(mdp)
+    values, q, policy = mdp.backward_induction()
     policies = jnp.asarray(list(itertools.product((0, 1), repeat=9)), jnp.int32).reshape(-1, 3, 3)
-    all_values = jax.jit(jax.vmap(lambda pi: evaluate_policy(mdp, pi)))(policies)
+    all_values = jax.jit(jax.vmap(lambda pi: mdp.evaluate_policy(pi)))(policies)
     np.testing.assert_allclose(jnp.max(all_values[:, 0], axis=0), values[0], rtol=1e-6)
-    np.testing.assert_allclose(evaluate_policy(mdp, policy), values, rtol=1e-6)
+    np.testing.assert_allclose(mdp.evaluate_policy(policy), values, rtol=1e-6)
     np.testing.assert_allclose(jnp.max(q, axis=-1), values, rtol=1e-6)
 
 
@@ -43,9 +36,9 @@ def test_exact_evaluation_equals_monte_carlo():
     """Mean return of 4000 rollouts under the uniform policy within 4 standard errors."""
     mdp = TabularMDP.riverswim(num_states=4, horizon=8)
     uniform = jnp.full((4, 2), 0.5, jnp.float32)
-    exact = float(mdp.initial @ evaluate_policy(mdp, uniform)[0])
+    exact = float(mdp.initial @ mdp.evaluate_policy(uniform)[0])
     keys = jax.random.split(jax.random.key(2), 4000)
-    _, _, rewards = jax.jit(jax.vmap(lambda key: sample_trajectory(key, mdp, uniform)))(keys)
+    _, _, rewards = jax.jit(jax.vmap(lambda key: mdp.sample_trajectory(key, uniform)))(keys)
     returns = np.asarray(rewards.sum(axis=1), np.float64)
     assert abs(returns.mean() - exact) <= 4 * returns.std(ddof=1) / math.sqrt(returns.size)
 
@@ -72,14 +65,14 @@ def test_riverswim_optimal_policy_is_non_stationary():
     or a tie at 0 broken to the first action) is optimal; at the first stage right is optimal in
     every state; and V*₁(0) beats always-left's 20·0.005 = 0.1."""
     mdp = TabularMDP.riverswim(num_states=6, horizon=20)
-    values, _, policy = backward_induction(mdp)
+    values, _, policy = mdp.backward_induction()
     policy = np.asarray(policy)
     h, s = np.meshgrid(np.arange(20), np.arange(6), indexing="ij")
     unreachable = h + 5 - s > 19
     assert np.all(policy[unreachable] == 0)
     assert np.all(policy[0] == 1)
     assert np.any(policy[0] != policy[-1])
-    left = evaluate_policy(mdp, jnp.zeros((20, 6), jnp.int32))
+    left = mdp.evaluate_policy(jnp.zeros((20, 6), jnp.int32))
     np.testing.assert_allclose(float(left[0, 0]), 0.1, rtol=1e-5)
     assert float(values[0, 0]) > float(left[0, 0])
 

@@ -40,7 +40,7 @@ def test_betaln_value_and_gradient_accuracy(x64):
     alpha, beta, n = 0.3, 6.0, 1e6
     survival = math.exp(scipy.special.betaln(alpha, beta + n) - scipy.special.betaln(alpha, beta))
     expected = -survival * (psi(beta + n) - psi(alpha + beta + n) - psi(beta) + psi(alpha + beta))
-    g32 = float(jax.grad(lambda b: risk.asr_at_n(n, alpha, b))(jnp.asarray(beta, jnp.float32)))
+    g32 = float(jax.grad(lambda b: risk.asr_at_n(n, alpha, b)[0])(jnp.asarray(beta, jnp.float32)))
     assert abs(g32 / expected - 1) < 1e-4
 
 
@@ -57,8 +57,12 @@ def test_asr_closed_form_identities(x64):
     alpha, beta, pi0 = 0.35, 7.0, 0.2
     small, big = np.arange(0.0, 40.0), np.geomspace(1.0, 1e15, 61)
     n = jnp.asarray(np.concatenate([small, big]))  # one shape: one compilation
-    asr = np.asarray(risk.asr_at_n(n, alpha, beta, pi0))
-    plain = np.asarray(risk.asr_at_n(n, alpha, beta, 0.0))
+    asr, info = risk.asr_at_n(n, alpha, beta, pi0)
+    asr = np.asarray(asr)
+    plain = np.asarray(risk.asr_at_n(n, alpha, beta, 0.0)[0])
+    # the info's survival is the breakable prompts' 1 − ASR@N/(1 − π₀), kept in log space
+    np.testing.assert_allclose(-np.expm1(np.asarray(info.log_survival)), plain, rtol=1e-14)
+    assert not bool(info.nonfinite)
     # ASR@1 = α/(α + β), and the product form Π_{j<N}(β + j)/(α + β + j) for small N
     assert abs(plain[1] - alpha / (alpha + beta)) < 1e-14
     product = np.array([np.prod((beta + np.arange(k)) / (alpha + beta + np.arange(k)))
@@ -83,24 +87,26 @@ def test_asr_estimators_match_monte_carlo(x64):
     for n in (1, 30, 400):
         hits = first <= n
         se = hits.std() / math.sqrt(num_prompts)
-        assert abs(hits.mean() - float(risk.asr_at_n(n, alpha, beta, pi0))) < Z * se
+        assert abs(hits.mean() - float(risk.asr_at_n(n, alpha, beta, pi0)[0])) < Z * se
     # data from the model: c successes in the first `trials` attempts
     c = rng.binomial(trials, theta)
     n_more = 100
     fresh = rng.binomial(n_more, theta) > 0  # a fresh batch of n_more attempts
-    conditional = risk.asr_conditional(n_more, c, trials, alpha, beta, pi0, per_prompt=True)
-    diff = np.asarray(conditional) - fresh
+    mean, info = risk.asr_conditional(n_more, c, trials, alpha, beta, pi0)
+    conditional = np.asarray(info.per_prompt)
+    assert abs(float(mean) - conditional.mean()) < 1e-12 and not bool(info.nonfinite)
+    diff = conditional - fresh
     assert abs(diff.mean()) < Z * diff.std() / math.sqrt(num_prompts)
     # anchored: within `trials + n_more` total attempts, the observed ones counted
     total = (c > 0) | fresh
-    anchored = risk.asr_anchored(trials + n_more, c, trials, alpha, beta, pi0, per_prompt=True)
+    anchored = risk.asr_anchored(trials + n_more, c, trials, alpha, beta, pi0)[1].per_prompt
     diff = np.asarray(anchored) - total
     assert abs(diff.mean()) < Z * diff.std() / math.sqrt(num_prompts)
     # anchored at N = n is the observed fraction of broken prompts
-    at_n = risk.asr_anchored(trials, c, trials, alpha, beta, pi0, per_prompt=True)
+    at_n = risk.asr_anchored(trials, c, trials, alpha, beta, pi0)[1].per_prompt
     np.testing.assert_array_equal(np.asarray(at_n), (c > 0).astype(np.float64))
     # π₀ = 0 is the base model's posterior: 1 − B(α + c, β + n − c + N)/B(α + c, β + n − c)
-    base = risk.asr_conditional(n_more, c, trials, alpha, beta, 0.0, per_prompt=True)
+    base = risk.asr_conditional(n_more, c, trials, alpha, beta, 0.0)[1].per_prompt
     a, b = alpha + c[:50], beta + trials - c[:50]
     expected = -np.expm1(scipy.special.betaln(a, b + n_more) - scipy.special.betaln(a, b))
     np.testing.assert_allclose(np.asarray(base)[:50], expected, rtol=1e-8)
@@ -111,7 +117,9 @@ def test_unbiased_asr_at_k_is_exactly_unbiased(x64):
     for n in (7, 60):
         c = np.arange(n + 1)
         for k in sorted({1, max(1, n // 2), n}):
-            estimator = np.asarray(risk.unbiased_asr_at_k(c, n, k, per_prompt=True), np.float64)
+            mean, info = risk.unbiased_asr_at_k(c, n, k)
+            estimator = np.asarray(info.per_prompt, np.float64)
+            assert abs(float(mean) - estimator.mean()) < 1e-14
             for theta in (0.01, 0.3, 0.9):
                 expected = scipy.stats.binom.pmf(c, n, theta) @ estimator
                 assert abs(expected - (1 - (1 - theta) ** k)) < 1e-12
@@ -173,13 +181,19 @@ def test_budget_is_the_least_sufficient_n(x64):
     alpha = jnp.asarray([0.3, 0.3, 0.05, 0.6, 0.6, 0.2, 0.2])
     beta = jnp.asarray([6.0, 6.0, 1.0, 30.0, 30.0, 3.0, 3.0])
     pi0 = jnp.asarray([0.0, 0.0, 0.0, 0.0, 0.0, 0.1, 0.1])
-    budget = risk.budget_at(tau, alpha, beta, pi0)
+    budget, info = risk.budget_at(tau, alpha, beta, pi0)
     reachable = np.asarray(tau < 1 - pi0)
     assert np.all(np.asarray(budget)[~reachable] == risk.UNREACHABLE)
     assert budget.dtype == jnp.int64
+    # the search's status says which budgets were found; its ASR is the curve at the budget
+    np.testing.assert_array_equal(np.asarray(info.solver.converged), reachable)
+    assert np.all(np.asarray(info.solver.num_iterations) == (2**53).bit_length())
+    assert not bool(info.nonfinite)
     b = jnp.where(budget > 0, budget, 1).astype(jnp.float64)
-    at = risk.asr_at_n(b, alpha, beta, pi0)
-    before = risk.asr_at_n(b - 1, alpha, beta, pi0)
+    at, _ = risk.asr_at_n(b, alpha, beta, pi0)
+    before, _ = risk.asr_at_n(b - 1, alpha, beta, pi0)
+    np.testing.assert_allclose(np.asarray(info.asr)[reachable], np.asarray(at)[reachable],
+                               rtol=1e-12)
     assert np.all(np.asarray(at >= tau)[reachable] & np.asarray(before < tau)[reachable])
 
 
@@ -207,3 +221,27 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="estimator"):
         risk.bootstrap_asr(jax.random.key(0), 100, np.array([0, 1]), 10, estimator="plugin")
 
+
+
+def test_bootstrap_progress_reports_blocks_and_keeps_the_fits(x64):
+    """With a meter the resamples are fitted in 10 blocks of a scan: the same fits (to
+    round-off) as the one-vmap path, one report per block (13 resamples: 10 blocks of 2, the last
+    padded)."""
+    import io
+
+    import jaxsample
+
+    c = np.array([0, 0, 0, 1, 1, 2, 3, 5, 8, 12, 19, 20])
+    out = io.StringIO()
+    meter = jaxsample.TextProgress(every=1, file=out)
+    key = jax.random.key(3)
+    metered, metered_info = risk.bootstrap_fits(key, c, 20, num_resamples=13, progress=meter)
+    jax.effects_barrier()
+    assert meter.steps_reported == list(range(1, 11))
+    plain, plain_info = risk.bootstrap_fits(key, c, 20, num_resamples=13)
+    np.testing.assert_allclose(np.asarray(metered.alpha), np.asarray(plain.alpha), rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(metered.beta), np.asarray(plain.beta), rtol=1e-9)
+    np.testing.assert_array_equal(np.asarray(metered_info.solver.converged),
+                                  np.asarray(plain_info.solver.converged))
+    with pytest.raises(TypeError, match="progress"):
+        risk.bootstrap_asr(key, 100, c, 20, num_resamples=2, progress="bar")

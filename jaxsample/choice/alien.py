@@ -27,8 +27,9 @@ the tilted law (the paper ranks; this is the sampling form of the same trade-off
   (the bias bound ``12ρ/m`` on bounded test functions of Agapiou et al., *Importance sampling:
   intrinsic dimension and computational cost*, Statist. Sci. 2017), so ``m ≥ 6ρ/ε`` proposals
   give TV ``≤ ε``; ``info.ess ≈ m/ρ`` estimates it.
-* :func:`reciprocal_rank_fusion` (Cormack et al. 2009), :func:`effective_vocabulary` (the
-  paper's breadth metric), :func:`synthetic_community` (a planted world to test them).
+* :func:`reciprocal_rank_fusion` (Cormack et al. 2009) and :func:`effective_vocabulary` (the
+  paper's breadth metric); :func:`jaxsample.datasets.synthetic_community` is a planted world to
+  test them.
 """
 
 from __future__ import annotations
@@ -54,12 +55,11 @@ from jaxsample._checks import (
 from jaxsample.kernels import chunking, logspace, resampling
 
 __all__ = [
-    "Community",
+    "RRFInfo",
     "TiltedInfo",
+    "VocabularyInfo",
     "effective_vocabulary",
     "reciprocal_rank_fusion",
-    "set_log_scores",
-    "synthetic_community",
     "tilted_sample",
 ]
 
@@ -73,6 +73,9 @@ class TiltedInfo(NamedTuple):
         log_target: ``(num_samples,)`` unnormalised tilted log-score ``a·log p̃_coh − b·log A``
             of each draw (``log_target − log_normalizer`` is its log-probability: exact for
             ``"exact"``, estimated for ``"sir"``).
+        log_coherence: ``(num_samples,)`` the draws' ``log p̃_coh(x) = Σ_i C_{x_i x_i} +
+            Σ_{i<j} C_{x_i x_j}`` (unnormalised).
+        log_availability: ``(num_samples,)`` the draws' ``log A(x)``.
         log_normalizer: ``log Σ_x π̃(x)`` (``"exact"``) or its importance estimate
             ``log mean_i w_i`` (``"sir"``).
         ess: Kish effective sample size of the importance weights (``"sir"``); ``num_samples``
@@ -81,32 +84,34 @@ class TiltedInfo(NamedTuple):
     """
 
     log_target: jax.Array
+    log_coherence: jax.Array
+    log_availability: jax.Array
     log_normalizer: jax.Array
     ess: jax.Array
     nonfinite: jax.Array
 
 
-class Community(NamedTuple):
-    """A synthetic world from :func:`synthetic_community`.
+class RRFInfo(NamedTuple):
+    """Beside :func:`reciprocal_rank_fusion`: ``ranks`` ``(num_lists, M)`` int32, the 1-based
+    rank of each candidate in each list; ``nonfinite``: a score was NaN (its rank is
+    arbitrary)."""
+
+    ranks: jax.Array
+    nonfinite: jax.Array
+
+
+class VocabularyInfo(NamedTuple):
+    """Beside :func:`effective_vocabulary`.
 
     Attributes:
-        coherence_logits: ``(V, V)`` symmetric pairwise coherence logits (diagonal: unary).
-        availability_logits: ``(K, V)`` per-community atom logits.
-        topics: ``(V,)`` topic of each atom.
-        compatible: ``(T, T)`` bool, symmetric, ``True`` on the diagonal: topic pairs whose atoms
-            combine coherently (the hidden structure of knowledge).
+        frequencies: ``(num_atoms,)`` the atom histogram ``f`` (sums to 1).
+        entropy: ``H(f)`` in nats (the vocabulary is ``exp H``).
+        nonfinite: the vocabulary is not finite (no samples).
     """
 
-    coherence_logits: jax.Array
-    availability_logits: jax.Array
-    topics: jax.Array
-    compatible: jax.Array
-
-    def coherent(self, samples):
-        """``(..., )`` bool: every pair of atoms in each set is within-topic or compatible."""
-        t = self.topics[samples]
-        ok = self.compatible[t[..., :, None], t[..., None, :]]
-        return jnp.all(ok, axis=(-2, -1))
+    frequencies: jax.Array
+    entropy: jax.Array
+    nonfinite: jax.Array
 
 
 def _unary_and_pairs(coherence_logits, atoms):
@@ -188,10 +193,19 @@ def _exact(key, coherence_logits, log_community_probs, a, b, *, num_samples, siz
     log_normalizer = jax.nn.logsumexp(scores)
     picks = resampling.categorical(key, scores, num_samples)
     samples = _unrank(picks, tables)
-    log_target = scores[picks]
     ess = jnp.asarray(num_samples, scores.dtype)
     nonfinite = ~(jnp.all(jnp.isfinite(scores)) & jnp.isfinite(log_normalizer))
-    return samples, TiltedInfo(log_target, log_normalizer, ess, nonfinite)
+    return samples, _draws_info(coherence_logits, log_community_probs, samples, scores[picks],
+                                log_normalizer, ess, nonfinite)
+
+
+def _draws_info(coherence_logits, log_community_probs, samples, log_target, log_normalizer,
+                ess, nonfinite):
+    """The Info of ``(n, L)`` draws: both model terms rescored on the draws (``O(n·(K + L²))``,
+    cheaper than carrying them through the enumeration or the proposals)."""
+    return TiltedInfo(log_target, _unary_and_pairs(coherence_logits, samples),
+                      _log_availability(log_community_probs, samples), log_normalizer, ess,
+                      nonfinite)
 
 
 def _default_proposal(coherence_logits, log_community_probs, a, b):
@@ -222,7 +236,9 @@ def _sir(key, coherence_logits, log_community_probs, a, b, proposal_logits, *, n
     log_normalizer = jax.nn.logsumexp(log_weights) - math.log(num_proposals)
     ess = jnp.exp(logspace.log_ess(log_weights))
     nonfinite = ~(jnp.all(jnp.isfinite(log_weights)) & jnp.isfinite(log_normalizer))
-    return atoms[picks], TiltedInfo(scores[picks], log_normalizer, ess, nonfinite)
+    samples = atoms[picks]
+    return samples, _draws_info(coherence_logits, log_community_probs, samples, scores[picks],
+                                log_normalizer, ess, nonfinite)
 
 
 @functools.partial(jax.jit, static_argnames=("method", "num_samples", "size", "num_proposals",
@@ -271,11 +287,12 @@ def tilted_sample(key, coherence_logits, availability_logits, *, num_samples: in
 
     Example:
         >>> import jax
+        >>> from jaxsample.datasets import synthetic_community
         >>> world = synthetic_community(jax.random.key(0), num_atoms=12, num_topics=3)
         >>> x, info = tilted_sample(jax.random.key(1), world.coherence_logits,
         ...                         world.availability_logits, num_samples=5)
-        >>> x.shape, bool(info.nonfinite)
-        ((5, 3), False)
+        >>> x.shape, bool(info.nonfinite), info.log_availability.shape
+        ((5, 3), False, (5,))
     """
     key = check_key("key", key)
     availability = check_array("availability_logits", availability_logits, ndim=2, finite=True)
@@ -316,35 +333,7 @@ def tilted_sample(key, coherence_logits, availability_logits, *, num_samples: in
                           chunk_size=chunk_size)
 
 
-def set_log_scores(atoms, coherence_logits, availability_logits):
-    """Per-set ``(log p̃_coh(x), log A(x))`` for ``(..., L)`` atom sets (the two model terms).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> coh, avail = set_log_scores(jnp.array([[0, 1]]), jnp.zeros((3, 3)),
-        ...                             jnp.zeros((2, 3)))
-        >>> float(coh[0]), round(float(avail[0]), 4)
-        (0.0, -2.1972)
-    """
-    availability = check_array("availability_logits", availability_logits, ndim=2, finite=True)
-    coherence = check_array("coherence_logits", coherence_logits, dtype=availability.dtype,
-                            finite=True)
-    atoms = check_array("atoms", atoms, kind="integer")
-    if atoms.ndim < 1:
-        raise ValueError(f"atoms must have shape (..., L), got {atoms.shape}")
-    return _set_log_scores(atoms, coherence, availability)
-
-
-@jax.jit
-def _set_log_scores(atoms, coherence, availability):
-    log_probs = jax.nn.log_softmax(availability, axis=-1)
-    flat = atoms.reshape((-1, atoms.shape[-1]))
-    coh = _unary_and_pairs(coherence, flat).reshape(atoms.shape[:-1])
-    avail = _log_availability(log_probs, flat).reshape(atoms.shape[:-1])
-    return coh, avail
-
-
-def reciprocal_rank_fusion(*rankings, k=60.0):
+def reciprocal_rank_fusion(*rankings, k=60.0) -> tuple[jax.Array, RRFInfo]:
     """Fuses score lists by reciprocal rank: ``RRF(x) = Σ_l 1/(k + r_l(x))``.
 
     ``r_l(x)`` is the 1-based rank of candidate ``x`` in list ``l`` sorted by decreasing score
@@ -357,14 +346,15 @@ def reciprocal_rank_fusion(*rankings, k=60.0):
         k: rank offset, ``> 0``; traced.
 
     Returns:
-        ``(M,)`` fused scores (higher is better), in the scores' floating dtype (JAX's default
-        float for integer scores).
+        ``(fused, info)``: ``(M,)`` fused scores (higher is better), in the scores' floating
+        dtype (JAX's default float for integer scores), and an :class:`RRFInfo` (the ranks).
 
     Example:
         >>> import jax.numpy as jnp
-        >>> fused = reciprocal_rank_fusion(jnp.array([3.0, 2.0, 1.0]), jnp.array([1.0, 3.0, 2.0]))
-        >>> jnp.argsort(-fused).tolist()
-        [1, 0, 2]
+        >>> fused, info = reciprocal_rank_fusion(jnp.array([3.0, 2.0, 1.0]),
+        ...                                      jnp.array([1.0, 3.0, 2.0]))
+        >>> jnp.argsort(-fused).tolist(), info.ranks.tolist()
+        ([1, 0, 2], [[1, 2, 3], [3, 1, 2]])
     """
     if not rankings:
         raise ValueError("rankings: pass at least one score array")
@@ -383,12 +373,14 @@ def reciprocal_rank_fusion(*rankings, k=60.0):
 def _rrf(scores, k):
     with jax.named_scope("reciprocal_rank_fusion"):
         order = jnp.argsort(-scores, axis=-1, stable=True)
-        ranks = jnp.argsort(order, axis=-1, stable=True) + 1
+        ranks = (jnp.argsort(order, axis=-1, stable=True) + 1).astype(jnp.int32)
         k = jnp.asarray(k, scores.dtype)
-        return jnp.sum(1 / (k + ranks.astype(scores.dtype)), axis=0)
+        fused = jnp.sum(1 / (k + ranks.astype(scores.dtype)), axis=0)
+        return fused, RRFInfo(ranks, jnp.any(jnp.isnan(scores)))
 
 
-def effective_vocabulary(samples, *, num_atoms: int | None = None, dtype=None):
+def effective_vocabulary(samples, *, num_atoms: int | None = None, dtype=None
+                         ) -> tuple[jax.Array, VocabularyInfo]:
     """``exp(H(f))``: the perplexity of the atom histogram of ``samples``.
 
     ``f_v`` is the frequency of atom ``v`` over all positions of all sets: 1 when one atom is
@@ -400,10 +392,14 @@ def effective_vocabulary(samples, *, num_atoms: int | None = None, dtype=None):
             samples — pass it under ``jit``).
         dtype: floating dtype of the result (default: JAX's default float).
 
+    Returns:
+        ``(vocabulary, info)``: ``exp H(f)`` and a :class:`VocabularyInfo` (``f`` and ``H``).
+
     Example:
         >>> import jax.numpy as jnp
-        >>> float(effective_vocabulary(jnp.array([[0, 1], [2, 3]])))
-        4.0
+        >>> vocabulary, info = effective_vocabulary(jnp.array([[0, 1], [2, 3]]))
+        >>> float(vocabulary), info.frequencies.tolist()
+        (4.0, [0.25, 0.25, 0.25, 0.25])
     """
     samples = check_array("samples", samples, kind="integer")
     if num_atoms is None:
@@ -426,72 +422,6 @@ def _effective_vocabulary(samples, *, num_atoms, dtype):
         counts = jnp.bincount(samples.ravel(), length=num_atoms).astype(dtype)
         freq = counts / jnp.sum(counts)
         safe = jnp.where(freq > 0, freq, jnp.ones_like(freq))
-        return jnp.exp(-jnp.sum(jnp.where(freq > 0, freq * jnp.log(safe),
-                                          jnp.zeros_like(freq))))
-
-
-def synthetic_community(key, *, num_atoms: int = 60, num_topics: int = 6,
-                        compatibility: float = 0.3, popularity_exponent: float = 1.0,
-                        incoherence: float = 4.0, focus: float = 3.0, dtype=None) -> Community:
-    """A planted world of atoms, topics, communities and a hidden compatibility graph.
-
-    Atoms fall into ``num_topics`` equal topics; atom popularity is Zipf
-    (``pop_v ∝ rank_v^{−popularity_exponent}``, ranks in random order): the literature's density.
-    A random fraction ``compatibility`` of the cross-topic pairs of topics is compatible (the
-    hidden structure: coherent directions nobody has explored). Then
-
-    * ``coherence_logits[v, v] = log pop_v`` and, for ``u ≠ v``, ``−incoherence`` when the
-      topics of ``u`` and ``v`` differ and are not compatible, else 0;
-    * one community per topic, ``availability_logits[c, v] = log pop_v + focus·[topic_v = c]``.
-
-    Args:
-        key: PRNG key.
-        num_atoms, num_topics: ``V`` (a multiple of ``T``) and ``T``.
-        compatibility: fraction of cross-topic topic pairs that are compatible, in [0, 1].
-        popularity_exponent: Zipf exponent ``s >= 0``.
-        incoherence: logit penalty of each incompatible pair, ``>= 0``.
-        focus: logit bonus of a community's own topic, ``>= 0``.
-        dtype: floating dtype (default: JAX's default float).
-
-    Example:
-        >>> import jax
-        >>> world = synthetic_community(jax.random.key(0), num_atoms=12, num_topics=3)
-        >>> world.coherence_logits.shape, world.availability_logits.shape
-        ((12, 12), (3, 12))
-    """
-    key = check_key("key", key)
-    num_topics = check_int("num_topics", num_topics, 1)
-    num_atoms = check_int("num_atoms", num_atoms, num_topics)
-    if num_atoms % num_topics:
-        raise ValueError(f"num_atoms must be a multiple of num_topics={num_topics}, got "
-                         f"{num_atoms}")
-    compatibility = check_hyperparameter("compatibility", compatibility, positive=False,
-                                         maximum=1.0)
-    popularity_exponent = check_hyperparameter("popularity_exponent", popularity_exponent,
-                                               positive=False)
-    incoherence = check_hyperparameter("incoherence", incoherence, positive=False)
-    focus = check_hyperparameter("focus", focus, positive=False)
-    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
-    return _synthetic_community(key, compatibility, popularity_exponent, incoherence, focus,
-                                num_atoms=num_atoms, num_topics=num_topics, dtype=dtype)
-
-
-@functools.partial(jax.jit, static_argnames=("num_atoms", "num_topics", "dtype"))
-def _synthetic_community(key, compatibility, popularity_exponent, incoherence, focus, *,
-                         num_atoms, num_topics, dtype):
-    key_rank, key_compat = jax.random.split(key)
-    topics = jnp.arange(num_atoms, dtype=jnp.int32) % num_topics
-    ranks = jax.random.permutation(key_rank, num_atoms).astype(dtype) + 1
-    log_pop = -jnp.asarray(popularity_exponent, dtype) * jnp.log(ranks)
-    log_pop = logspace.log_normalize(log_pop)
-    upper = jax.random.uniform(key_compat, (num_topics, num_topics), dtype) < jnp.asarray(
-        compatibility, dtype)
-    upper = jnp.triu(upper, 1)
-    compatible = upper | upper.T | jnp.eye(num_topics, dtype=bool)
-    pair_ok = compatible[topics[:, None], topics[None, :]]
-    pairs = jnp.where(pair_ok, jnp.zeros((), dtype), -jnp.asarray(incoherence, dtype))
-    coherence = jnp.where(jnp.eye(num_atoms, dtype=bool), log_pop[None, :], pairs)
-    own = (topics[None, :] == jnp.arange(num_topics)[:, None]).astype(dtype)
-    availability = log_pop[None, :] + jnp.asarray(focus, dtype) * own
-    return Community(coherence_logits=coherence, availability_logits=availability,
-                     topics=topics, compatible=compatible)
+        entropy = -jnp.sum(jnp.where(freq > 0, freq * jnp.log(safe), jnp.zeros_like(freq)))
+        vocabulary = jnp.exp(entropy)
+        return vocabulary, VocabularyInfo(freq, entropy, ~jnp.isfinite(vocabulary))

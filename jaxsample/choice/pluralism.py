@@ -26,7 +26,9 @@ differences sum to zero) report contrasts ``θ_p − θ_q`` only.
 * :func:`pluralism_gap` — per-dilemma total-variation distance between a model's and a panel's
   empirical choice laws (distributional pluralism).
 * :func:`panel_percentile` — the fraction of a panel at or below a decision-maker, per principle.
-* :func:`synthetic_panel` — a planted panel of decision-makers on synthetic dilemmas.
+
+:func:`jaxsample.datasets.synthetic_panel` draws a planted panel of decision-makers on synthetic
+dilemmas to test them.
 """
 
 from __future__ import annotations
@@ -39,30 +41,32 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from jaxsample._batching import vmap_in_blocks
 from jaxsample._checks import (
     check_array,
-    check_choice,
     check_hyperparameter,
     check_int,
     check_key,
     check_number,
+    check_progress,
     is_concrete,
 )
 from jaxsample._solver import SolverStats, batched, from_optimistix, select
 from jaxsample.kernels import resampling
 
 __all__ = [
-    "Panel",
+    "ChoiceLawInfo",
+    "DecisionEntropyInfo",
+    "PanelPercentileInfo",
+    "PluralismGapInfo",
     "PriorityInfo",
     "bootstrap_value_priorities",
     "choice_probabilities",
     "decision_entropy",
     "fit_value_priorities",
-    "normalize_priorities",
     "panel_percentile",
     "pluralism_gap",
     "sample_choices",
-    "synthetic_panel",
 ]
 
 
@@ -74,6 +78,8 @@ class PriorityInfo(NamedTuple):
             (:func:`bootstrap_value_priorities`), or Laplace's ``θ̂ ± z·sqrt(diag H⁻¹)``, ``H``
             the Hessian of the penalised negative log-likelihood (:func:`fit_value_priorities`).
         standard_error: ``(P,)`` bootstrap standard deviation, or the Laplace standard error.
+        weights: ``(P,)`` the simplex weights ``w = θ̂/β`` (meaningful where ``θ̂ ≥ 0``).
+        decisiveness: ``β = Σ_p θ̂_p``.
         log_likelihood: log-likelihood of the data at ``θ̂`` (penalty excluded).
         design_rank: rank of the option-difference design; ``< P`` means only a subspace of
             ``θ`` is identified.
@@ -85,26 +91,51 @@ class PriorityInfo(NamedTuple):
     lower: jax.Array
     upper: jax.Array
     standard_error: jax.Array
+    weights: jax.Array
+    decisiveness: jax.Array
     log_likelihood: jax.Array
     design_rank: jax.Array
     solver: SolverStats
     nonfinite: jax.Array
 
 
-class Panel(NamedTuple):
-    """A synthetic panel from :func:`synthetic_panel`.
+class ChoiceLawInfo(NamedTuple):
+    """The model's choice law, beside :func:`choice_probabilities` and :func:`sample_choices`.
 
     Attributes:
-        option_features: ``(num_dilemmas, num_options, P)`` annotations in ``{−1, 0, +1}``.
-        weights: ``(num_agents, P)`` planted priorities on the simplex.
-        decisiveness: ``(num_agents,)`` planted ``β``.
-        choices: ``(num_agents, num_dilemmas)`` one decision per agent and dilemma.
+        log_probabilities: ``(..., num_dilemmas, num_options)`` ``log softmax_k(θᵀ z_{jk})``
+            (accurate where a probability underflows).
+        nonfinite: a log-probability is NaN or ``+inf``.
     """
 
-    option_features: jax.Array
-    weights: jax.Array
-    decisiveness: jax.Array
-    choices: jax.Array
+    log_probabilities: jax.Array
+    nonfinite: jax.Array
+
+
+class DecisionEntropyInfo(NamedTuple):
+    """Beside :func:`decision_entropy`: ``frequencies`` ``(num_dilemmas, num_options)``, the
+    empirical choice law of each dilemma; ``nonfinite``: an entropy is not finite."""
+
+    frequencies: jax.Array
+    nonfinite: jax.Array
+
+
+class PluralismGapInfo(NamedTuple):
+    """Beside :func:`pluralism_gap`: the two empirical choice laws
+    ``(num_dilemmas, num_options)`` compared, and ``nonfinite`` (a gap is not finite)."""
+
+    model_frequencies: jax.Array
+    panel_frequencies: jax.Array
+    nonfinite: jax.Array
+
+
+class PanelPercentileInfo(NamedTuple):
+    """Beside :func:`panel_percentile`: ``panel_median`` ``(P,)``, the panel's median priority
+    per principle; ``nonfinite``: a priority of the panel or the decision-maker is not
+    finite."""
+
+    panel_median: jax.Array
+    nonfinite: jax.Array
 
 
 def _option_logits(theta, features):
@@ -140,7 +171,8 @@ def _normal_quantile(level, dtype):
     return jax.scipy.special.ndtri(jnp.asarray(0.5 + 0.5 * level, dtype))
 
 
-def _fit(key, features, choices, l2, *, num_resamples, level, max_iterations, tolerance):
+def _fit(key, features, choices, l2, *, num_resamples, level, max_iterations, tolerance,
+         progress=None):
     with jax.named_scope("fit_value_priorities"):
         dtype = features.dtype
         counts = _counts(choices, features.shape[1], dtype)
@@ -159,7 +191,8 @@ def _fit(key, features, choices, l2, *, num_resamples, level, max_iterations, to
         else:
             num_dilemmas = features.shape[0]
             index = jax.random.randint(key, (num_resamples, num_dilemmas), 0, num_dilemmas)
-            thetas, boot_stats = jax.vmap(lambda i: solve(features[i], counts[i], l2))(index)
+            thetas, boot_stats = vmap_in_blocks(lambda i: solve(features[i], counts[i], l2),
+                                                index, progress=progress)
             first_failure = batched(boot_stats).result
             stats = SolverStats(stats.num_iterations,
                                 select(stats.converged, first_failure, stats.result))
@@ -167,14 +200,16 @@ def _fit(key, features, choices, l2, *, num_resamples, level, max_iterations, to
             lower, upper = jnp.quantile(thetas, jnp.asarray([alpha, 1.0 - alpha], dtype), axis=0)
             standard_error = jnp.std(thetas, axis=0)
         finite = jnp.all(jnp.isfinite(jnp.concatenate([theta, lower, upper, log_likelihood[None]])))
+        decisiveness = jnp.sum(theta)
         return theta, PriorityInfo(
             lower=lower, upper=upper, standard_error=standard_error,
+            weights=theta / decisiveness, decisiveness=decisiveness,
             log_likelihood=log_likelihood, design_rank=design_rank, solver=stats,
             nonfinite=~finite)
 
 
 _fit_jit = jax.jit(_fit, static_argnames=("num_resamples", "level", "max_iterations",
-                                          "tolerance"))
+                                          "tolerance", "progress"))
 
 
 def _check_features(option_features):
@@ -209,8 +244,8 @@ def fit_value_priorities(choices, option_features, *, l2=1.0, level: float = 0.9
     Maximises ``Σ_j Σ_r log softmax_k(θᵀ z_{jk})[c_{rj}] − (l2/2)·‖θ‖²`` by ``optimistix.BFGS``
     on the penalised negative log-likelihood per decision (convex; the fit stops when successive
     iterates and objective values change by less than ``tolerance`` relative). The intervals are
-    Laplace's; :func:`bootstrap_value_priorities` gives bootstrap intervals. Use
-    :func:`normalize_priorities` for the simplex weights ``w`` and the decisiveness ``β``.
+    Laplace's; :func:`bootstrap_value_priorities` gives bootstrap intervals. ``info.weights``
+    and ``info.decisiveness`` hold the simplex weights ``w`` and the decisiveness ``β``.
 
     Args:
         choices: ``(num_dilemmas,)`` or ``(num_repeats, num_dilemmas)`` ints in
@@ -228,10 +263,13 @@ def fit_value_priorities(choices, option_features, *, l2=1.0, level: float = 0.9
 
     Example:
         >>> import jax
-        >>> panel = synthetic_panel(jax.random.key(0), 30, 50)
+        >>> from jaxsample.datasets import synthetic_panel
+        >>> panel = synthetic_panel(jax.random.key(0), num_agents=30, num_dilemmas=50)
         >>> theta, info = fit_value_priorities(panel.choices[0], panel.option_features, l2=0.1)
         >>> theta.shape, bool(info.solver.converged), int(info.design_rank)
         ((4,), True, 4)
+        >>> round(float(info.weights.sum()), 4)
+        1.0
     """
     return _checked_fit(None, choices, option_features, l2=l2, num_resamples=0, level=level,
                         max_iterations=max_iterations, tolerance=tolerance)
@@ -239,8 +277,8 @@ def fit_value_priorities(choices, option_features, *, l2=1.0, level: float = 0.9
 
 def bootstrap_value_priorities(key, choices, option_features, *, l2=1.0,
                                num_resamples: int = 200, level: float = 0.9,
-                               max_iterations: int = 100, tolerance: float | None = None
-                               ) -> tuple[jax.Array, PriorityInfo]:
+                               max_iterations: int = 100, tolerance: float | None = None,
+                               progress=None) -> tuple[jax.Array, PriorityInfo]:
     """:func:`fit_value_priorities` with bootstrap percentile intervals.
 
     The point estimate is the fit to all dilemmas; ``num_resamples`` further fits on dilemmas
@@ -252,13 +290,16 @@ def bootstrap_value_priorities(key, choices, option_features, *, l2=1.0,
         choices, option_features, l2, level, max_iterations, tolerance: as in
             :func:`fit_value_priorities`.
         num_resamples: bootstrap resamples ``B >= 2``.
+        progress: an optional meter (e.g. :class:`jaxsample.TextProgress`): the resampled fits
+            then run in 10 blocks, one report per block (the same fits, to round-off).
 
     Returns:
         ``(priorities, info)`` as :func:`fit_value_priorities`, with bootstrap intervals.
 
     Example:
         >>> import jax
-        >>> panel = synthetic_panel(jax.random.key(0), 30, 50)
+        >>> from jaxsample.datasets import synthetic_panel
+        >>> panel = synthetic_panel(jax.random.key(0), num_agents=30, num_dilemmas=50)
         >>> theta, info = bootstrap_value_priorities(jax.random.key(1), panel.choices[0],
         ...                                          panel.option_features, l2=0.1,
         ...                                          num_resamples=16)
@@ -268,11 +309,12 @@ def bootstrap_value_priorities(key, choices, option_features, *, l2=1.0,
     key = check_key("key", key)
     num_resamples = check_int("num_resamples", num_resamples, 2)
     return _checked_fit(key, choices, option_features, l2=l2, num_resamples=num_resamples,
-                        level=level, max_iterations=max_iterations, tolerance=tolerance)
+                        level=level, max_iterations=max_iterations, tolerance=tolerance,
+                        progress=check_progress(progress))
 
 
 def _checked_fit(key, choices, option_features, *, l2, num_resamples, level, max_iterations,
-                 tolerance):
+                 tolerance, progress=None):
     features = _check_features(option_features)
     num_dilemmas, num_options = features.shape[:2]
     choices = _check_choices("choices", choices, num_dilemmas, num_options)
@@ -285,37 +327,40 @@ def _checked_fit(key, choices, option_features, *, l2, num_resamples, level, max
         tolerance = 1e-8 if features.dtype == jnp.float64 else 1e-4
     tolerance = check_number("tolerance", tolerance)
     return _fit_jit(key, features, choices, l2, num_resamples=num_resamples, level=level,
-                    max_iterations=max_iterations, tolerance=tolerance)
+                    max_iterations=max_iterations, tolerance=tolerance, progress=progress)
 
 
-def normalize_priorities(priorities):
-    """``(w, β)`` with ``β = Σ_p θ_p`` and ``w = θ/β`` (meaningful where ``θ ≥ 0``).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> w, beta = normalize_priorities(jnp.array([2.0, 1.0, 1.0]))
-        >>> w.tolist(), float(beta)
-        ([0.5, 0.25, 0.25], 4.0)
-    """
-    priorities = check_array("priorities", priorities)
-    beta = jnp.sum(priorities, axis=-1)
-    return priorities / beta[..., None], beta
-
-
-def choice_probabilities(priorities, option_features):
+def choice_probabilities(priorities, option_features) -> tuple[jax.Array, ChoiceLawInfo]:
     """The model's choice law ``softmax_k(θᵀ z_{jk})``: ``(..., num_dilemmas, num_options)``.
 
     ``priorities`` is ``(P,)`` or a batch ``(..., P)`` of decision-makers.
 
+    Returns:
+        ``(probabilities, info)``: the law and a :class:`ChoiceLawInfo` (its logarithm).
+
     Example:
         >>> import jax.numpy as jnp
         >>> z = jnp.array([[[1.0, 0.0], [0.0, 1.0]]])           # one dilemma, two options
-        >>> choice_probabilities(jnp.array([0.0, 0.0]), z).tolist()
+        >>> probs, info = choice_probabilities(jnp.array([0.0, 0.0]), z)
+        >>> probs.tolist()
         [[0.5, 0.5]]
     """
     features = _check_features(option_features)
     priorities = _check_priorities(priorities, features)
-    return jax.nn.softmax(jnp.einsum("jkp,...p->...jk", features, priorities), axis=-1)
+    return _choice_probabilities(priorities, features)
+
+
+def _choice_law(priorities, features):
+    log_probs = jax.nn.log_softmax(jnp.einsum("jkp,...p->...jk", features, priorities), axis=-1)
+    nonfinite = jnp.any(jnp.isnan(log_probs) | (log_probs == jnp.inf))
+    return log_probs, ChoiceLawInfo(log_probs, nonfinite)
+
+
+@jax.jit
+def _choice_probabilities(priorities, features):
+    with jax.named_scope("choice_probabilities"):
+        log_probs, info = _choice_law(priorities, features)
+        return jnp.exp(log_probs), info
 
 
 def _check_priorities(priorities, features):
@@ -326,16 +371,21 @@ def _check_priorities(priorities, features):
     return priorities
 
 
-def sample_choices(key, priorities, option_features, *, num_samples: int):
+def sample_choices(key, priorities, option_features, *, num_samples: int
+                   ) -> tuple[jax.Array, ChoiceLawInfo]:
     """``num_samples`` independent decisions on every dilemma: ``(num_samples, ..., J)`` ints.
 
     Draws by :func:`jaxsample.kernels.resampling.categorical` from :func:`choice_probabilities`'s
     law; ``priorities`` may be a batch ``(..., P)``.
 
+    Returns:
+        ``(choices, info)``: int32 choices and a :class:`ChoiceLawInfo` (the law drawn from).
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> z = jnp.array([[[1.0], [0.0]], [[0.0], [1.0]]])
-        >>> sample_choices(jax.random.key(0), jnp.array([50.0]), z, num_samples=3).tolist()
+        >>> choices, info = sample_choices(jax.random.key(0), jnp.array([50.0]), z, num_samples=3)
+        >>> choices.tolist()
         [[0, 1], [0, 1], [0, 1]]
     """
     key = check_key("key", key)
@@ -347,8 +397,9 @@ def sample_choices(key, priorities, option_features, *, num_samples: int):
 
 @functools.partial(jax.jit, static_argnames="num_samples")
 def _sample_choices(key, priorities, features, *, num_samples):
-    logits = jnp.einsum("jkp,...p->...jk", features, priorities)
-    return resampling.categorical(key, logits, num_samples)
+    with jax.named_scope("sample_choices"):
+        log_probs, info = _choice_law(priorities, features)
+        return resampling.categorical(key, log_probs, num_samples), info
 
 
 def _entropy_bits(probs):
@@ -363,7 +414,8 @@ def _frequencies(choices, num_options, dtype):
     return counts / jnp.sum(counts, axis=-1, keepdims=True)
 
 
-def decision_entropy(choice_samples, *, num_options: int = 2, dtype=None):
+def decision_entropy(choice_samples, *, num_options: int = 2, dtype=None
+                     ) -> tuple[jax.Array, DecisionEntropyInfo]:
     """Plug-in entropy (bits) of repeated decisions on each dilemma: ``(num_dilemmas,)``.
 
     ``H_j = −Σ_k p̂_{jk} log₂ p̂_{jk}`` with ``p̂_{jk}`` the fraction of the ``R`` samples choosing
@@ -375,9 +427,14 @@ def decision_entropy(choice_samples, *, num_options: int = 2, dtype=None):
         num_options: ``K``.
         dtype: floating dtype of the result (default: JAX's default float).
 
+    Returns:
+        ``(entropy, info)``: ``(num_dilemmas,)`` bits and a :class:`DecisionEntropyInfo` (the
+        frequencies ``p̂``).
+
     Example:
         >>> import jax.numpy as jnp
-        >>> decision_entropy(jnp.array([[0, 0, 1], [0, 1, 1]])).tolist()
+        >>> entropy, info = decision_entropy(jnp.array([[0, 0, 1], [0, 1, 1]]))
+        >>> entropy.tolist()
         [0.0, 1.0, 0.0]
     """
     num_options = check_int("num_options", num_options, 2)
@@ -389,10 +446,13 @@ def decision_entropy(choice_samples, *, num_options: int = 2, dtype=None):
 @functools.partial(jax.jit, static_argnames=("num_options", "dtype"))
 def _decision_entropy(choices, *, num_options, dtype):
     with jax.named_scope("decision_entropy"):
-        return _entropy_bits(_frequencies(choices, num_options, dtype))
+        frequencies = _frequencies(choices, num_options, dtype)
+        entropy = _entropy_bits(frequencies)
+        return entropy, DecisionEntropyInfo(frequencies, ~jnp.all(jnp.isfinite(entropy)))
 
 
-def pluralism_gap(model_choices, panel_choices, *, num_options: int = 2, dtype=None):
+def pluralism_gap(model_choices, panel_choices, *, num_options: int = 2, dtype=None
+                  ) -> tuple[jax.Array, PluralismGapInfo]:
     """Per-dilemma total-variation distance between a model's and a panel's choice laws.
 
     ``D_j = ½ Σ_k |p̂^{model}_{jk} − p̂^{panel}_{jk}|`` (for two options ``|p̂_A − p̂_B|``), where
@@ -407,11 +467,13 @@ def pluralism_gap(model_choices, panel_choices, *, num_options: int = 2, dtype=N
         dtype: floating dtype of the result (default: JAX's default float).
 
     Returns:
-        ``(num_dilemmas,)`` in ``[0, 1]``.
+        ``(gap, info)``: ``(num_dilemmas,)`` in ``[0, 1]`` and a :class:`PluralismGapInfo` (the
+        two empirical laws).
 
     Example:
         >>> import jax.numpy as jnp
-        >>> pluralism_gap(jnp.array([[0, 0], [0, 0]]), jnp.array([[0, 1], [1, 1]])).tolist()
+        >>> gap, info = pluralism_gap(jnp.array([[0, 0], [0, 0]]), jnp.array([[0, 1], [1, 1]]))
+        >>> gap.tolist()
         [0.5, 1.0]
     """
     num_options = check_int("num_options", num_options, 2)
@@ -424,12 +486,13 @@ def pluralism_gap(model_choices, panel_choices, *, num_options: int = 2, dtype=N
 @functools.partial(jax.jit, static_argnames=("num_options", "dtype"))
 def _pluralism_gap(model, panel, *, num_options, dtype):
     with jax.named_scope("pluralism_gap"):
-        difference = (_frequencies(model, num_options, dtype)
-                      - _frequencies(panel, num_options, dtype))
-        return 0.5 * jnp.sum(jnp.abs(difference), axis=-1)
+        model_law = _frequencies(model, num_options, dtype)
+        panel_law = _frequencies(panel, num_options, dtype)
+        gap = 0.5 * jnp.sum(jnp.abs(model_law - panel_law), axis=-1)
+        return gap, PluralismGapInfo(model_law, panel_law, ~jnp.all(jnp.isfinite(gap)))
 
 
-def panel_percentile(priorities, panel_priorities):
+def panel_percentile(priorities, panel_priorities) -> tuple[jax.Array, PanelPercentileInfo]:
     """Fraction of the panel at or below ``priorities``, per principle: ``(..., P)`` in [0, 1].
 
     ``F_p = #{m : θ^{(m)}_p ≤ θ_p} / M`` — the empirical CDF of the panel's ``p``-th priority at
@@ -441,10 +504,14 @@ def panel_percentile(priorities, panel_priorities):
             use the same kind for both arguments).
         panel_priorities: ``(M, P)``.
 
+    Returns:
+        ``(percentile, info)``: ``(..., P)`` fractions and a :class:`PanelPercentileInfo`.
+
     Example:
         >>> import jax.numpy as jnp
         >>> panel = jnp.array([[0.1, 0.9], [0.3, 0.7], [0.5, 0.5], [0.7, 0.3]])
-        >>> panel_percentile(jnp.array([0.3, 0.2]), panel).tolist()
+        >>> percentile, info = panel_percentile(jnp.array([0.3, 0.2]), panel)
+        >>> percentile.tolist()
         [0.5, 0.0]
     """
     panel = check_array("panel_priorities", panel_priorities, ndim=2)
@@ -457,81 +524,11 @@ def panel_percentile(priorities, panel_priorities):
 
 @jax.jit
 def _panel_percentile(priorities, panel):
-    batch = priorities.shape[:-1]
-    flat = priorities.reshape((-1, 1, panel.shape[1]))
-    below = panel[None] <= flat
-    return jnp.mean(below.astype(panel.dtype), axis=1).reshape(batch + (panel.shape[1],))
-
-
-def synthetic_panel(key, num_agents: int, num_dilemmas: int, *, num_principles: int = 4,
-                    concentration: float = 4.0, decisiveness: float = 2.0,
-                    design: str = "random", weights=None, dtype=None) -> Panel:
-    """A planted panel: ``w ~ Dir(concentration·1)``, one decision per agent and dilemma.
-
-    Binary dilemmas. ``design="random"``: annotations ``z_{jk}`` uniform on ``{−1, 0, +1}^P``
-    (a full-rank design). ``design="contrast"``: option A upholds principle ``p`` and violates
-    ``q``, option B the reverse (``p ≠ q`` uniform), so every difference sums to zero and only
-    contrasts of ``θ`` are identified. Agent ``m`` decides with ``θ^{(m)} = β·w^{(m)}``.
-
-    Args:
-        key: PRNG key.
-        num_agents, num_dilemmas: panel size and number of dilemmas.
-        num_principles: ``P``.
-        concentration: Dirichlet concentration of the planted weights.
-        decisiveness: planted ``β`` of every agent; traced.
-        design: ``"random"`` or ``"contrast"``.
-        weights: ``(num_agents, P)`` planted weights to use instead of Dirichlet draws (a
-            decision-maker of known priorities, e.g. a "model" with a low autonomy weight).
-        dtype: floating dtype (default: ``weights``' dtype or JAX's default float).
-
-    Example:
-        >>> import jax
-        >>> panel = synthetic_panel(jax.random.key(0), 30, 50)
-        >>> panel.option_features.shape, panel.choices.shape
-        ((50, 2, 4), (30, 50))
-    """
-    key = check_key("key", key)
-    num_agents = check_int("num_agents", num_agents, 1)
-    num_dilemmas = check_int("num_dilemmas", num_dilemmas, 1)
-    num_principles = check_int("num_principles", num_principles, 2)
-    decisiveness = check_hyperparameter("decisiveness", decisiveness)
-    design = check_choice("design", design, ("random", "contrast"))
-    key_w, key = jax.random.split(key)
-    if weights is None:
-        concentration = check_hyperparameter("concentration", concentration)
-        dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
-        weights = _dirichlet(key_w, concentration, num_agents, num_principles, dtype)
-    else:
-        weights = check_array("weights", weights, shape=(num_agents, num_principles),
-                              finite=True)
-        dtype = weights.dtype if dtype is None else jnp.dtype(dtype)
-        weights = weights.astype(dtype)
-    return _synthetic_panel(key, weights, decisiveness, np.asarray(design == "contrast"),
-                            num_dilemmas=num_dilemmas)
-
-
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _dirichlet(key, concentration, num_agents, num_principles, dtype):
-    # its own compilation: JAX's gamma sampler is costly to compile and only its shape matters
-    alpha = jnp.full((num_principles,), jnp.asarray(concentration, dtype))
-    return jax.random.dirichlet(key, alpha, (num_agents,), dtype=dtype)
-
-
-@functools.partial(jax.jit, static_argnames="num_dilemmas")
-def _synthetic_panel(key, weights, decisiveness, contrast, *, num_dilemmas):
-    # both designs in one compilation (the choice between them is a traced flag)
-    dtype = weights.dtype
-    num_principles = weights.shape[1]
-    key_z, key_c = jax.random.split(key)
-    random = jax.random.randint(key_z, (num_dilemmas, 2, num_principles), -1, 2).astype(dtype)
-    key_p, key_q = jax.random.split(key_z)
-    p = jax.random.randint(key_p, (num_dilemmas,), 0, num_principles)
-    q = (p + jax.random.randint(key_q, (num_dilemmas,), 1, num_principles)) % num_principles
-    upholds = jax.nn.one_hot(p, num_principles, dtype=dtype)
-    violates = jax.nn.one_hot(q, num_principles, dtype=dtype)
-    pitted = jnp.stack([upholds - violates, violates - upholds], axis=1)
-    features = jnp.where(contrast, pitted, random)
-    beta = jnp.full((weights.shape[0],), jnp.asarray(decisiveness, dtype))
-    logits = jnp.einsum("jkp,mp->mjk", features, weights * beta[:, None])
-    choices = resampling.categorical(key_c, logits)
-    return Panel(option_features=features, weights=weights, decisiveness=beta, choices=choices)
+    with jax.named_scope("panel_percentile"):
+        batch = priorities.shape[:-1]
+        flat = priorities.reshape((-1, 1, panel.shape[1]))
+        below = panel[None] <= flat
+        percentile = jnp.mean(below.astype(panel.dtype), axis=1).reshape(batch
+                                                                          + (panel.shape[1],))
+        nonfinite = ~(jnp.all(jnp.isfinite(panel)) & jnp.all(jnp.isfinite(priorities)))
+        return percentile, PanelPercentileInfo(jnp.median(panel, axis=0), nonfinite)

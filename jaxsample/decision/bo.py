@@ -70,9 +70,11 @@ from jaxsample._checks import (
     check_int,
     check_key,
     check_number,
+    check_progress,
     is_concrete,
 )
 from jaxsample._solver import SolverStats, from_optimistix
+from jaxsample.core import SamplingAlgorithm, Step, run
 from jaxsample.kernels import secular, sphere
 
 __all__ = ["BOFitInfo", "BORunInfo", "BOState", "SphericalLinearBO", "TrustRegion"]
@@ -138,6 +140,8 @@ class BORunInfo(NamedTuple):
         values: ``(T, q)`` the objective values.
         best_value: ``(T,)`` best value so far (including the state's earlier observations).
         angle: ``(T,)`` trust-region half-angle used (π without a trust region).
+        solver: :class:`~jaxsample.SolverStats` of the iteration's evidence refit (``(T,)``
+            leaves; zero iterations and ``successful`` where none ran, see ``refit_every``).
         nonfinite: ``(T,)`` a non-finite value was met that iteration (and skipped).
     """
 
@@ -145,6 +149,7 @@ class BORunInfo(NamedTuple):
     values: jax.Array
     best_value: jax.Array
     angle: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
@@ -324,52 +329,63 @@ def _ask(key, state, beta, center, angle, acquisition, batch_size, capped):
         return _ask_kernel(key, state, beta, center, angle, acquisition, batch_size, capped)
 
 
-@functools.partial(jax.jit, static_argnames=("objective", "num_iterations", "acquisition",
-                                             "batch_size", "trust_region", "refit_every",
-                                             "progress"))
-def _run(key, state, beta, radius, initial_angle, min_angle, objective, num_iterations,
-         acquisition, batch_size, trust_region, refit_every, progress):
-    dtype = state.mean.dtype
-    max_angle = jnp.asarray(math.pi / 2, dtype)
+class _LoopState(NamedTuple):
+    """The BO loop's state under :func:`jaxsample.run`: the posterior and the trust region's
+    adaptation counters (the iteration number drives ``refit_every``)."""
+
+    bo: BOState
+    angle: jax.Array
+    successes: jax.Array
+    failures: jax.Array
+    iteration: jax.Array
+
+
+@functools.cache
+def _loop_kernel(acquisition: str, batch_size: int, trust_region: bool, refit_every: int):
+    """``kernel(key, loop, *, objective, beta, radius, initial_angle, min_angle)`` for static
+    settings: ask, evaluate, tell, adapt (the floats are traced leaves of the step)."""
     successes_needed, failures_needed = 3, 5
 
-    def body(carry, xs):
-        state, angle, successes, failures = carry
-        index, step_key = xs
-        if refit_every:
-            state = jax.lax.cond((index % refit_every == 0) & (index > 0),
-                                 lambda s: _fit(s, 32)[0], lambda s: s, state)
-        points = _ask_kernel(step_key, state, beta, state.best_x, angle, acquisition,
-                             batch_size, trust_region)
-        decoded = points if radius is None else points * radius
-        values = jnp.asarray(objective(decoded), dtype).reshape(batch_size)
-        before = state.best_y
-        state = (_tell_one(state, points[0], values[0]) if batch_size == 1
-                 else _tell(state, points, values))
-        finite = jnp.isfinite(values)
-        best_now = jnp.max(jnp.where(finite, values, -jnp.inf))
-        improved = best_now > before + 1e-3 * jnp.abs(before)
-        successes = jnp.where(improved, successes + 1, 0)
-        failures = jnp.where(improved, 0, failures + 1)
-        if trust_region:
-            grow = successes >= successes_needed
-            shrink = failures >= failures_needed
-            angle = jnp.where(grow, jnp.minimum(2 * angle, max_angle), angle)
-            angle = jnp.where(shrink, angle / 2, angle)
-            successes = jnp.where(grow, 0, successes)
-            failures = jnp.where(shrink, 0, failures)
-            angle = jnp.where(angle < min_angle, initial_angle, angle)  # restart
-        if progress is not None:
-            progress.report(index + 1, num_iterations)
-        info = BORunInfo(decoded, values, state.best_y,
-                       angle if trust_region else jnp.asarray(math.pi, dtype), ~jnp.all(finite))
-        return (state, angle, successes, failures), info
+    def kernel(key, loop: _LoopState, *, objective, beta, radius, initial_angle, min_angle):
+        with jax.named_scope("spherical_bo_iteration"):
+            state, angle, successes, failures, index = loop
+            dtype = state.mean.dtype
+            no_refit = SolverStats.of(jnp.zeros((), jnp.int32), converged=jnp.asarray(True))
+            refit = no_refit
+            if refit_every:
+                def fit(s):
+                    fitted, fit_info = _fit(s, 32)
+                    return fitted, fit_info.solver
 
-    zero = jnp.zeros((), jnp.int32)
-    carry = (state, jnp.asarray(initial_angle, dtype), zero, zero)
-    xs = (jnp.arange(num_iterations, dtype=jnp.int32), jax.random.split(key, num_iterations))
-    (state, *_), trace = jax.lax.scan(body, carry, xs)
-    return state, trace
+                state, refit = jax.lax.cond((index % refit_every == 0) & (index > 0), fit,
+                                            lambda s: (s, no_refit), state)
+            points = _ask_kernel(key, state, beta, state.best_x, angle, acquisition,
+                                 batch_size, trust_region)
+            decoded = points if radius is None else points * radius
+            values = jnp.asarray(objective(decoded), dtype).reshape(batch_size)
+            before = state.best_y
+            state = (_tell_one(state, points[0], values[0]) if batch_size == 1
+                     else _tell(state, points, values))
+            finite = jnp.isfinite(values)
+            best_now = jnp.max(jnp.where(finite, values, -jnp.inf))
+            improved = best_now > before + 1e-3 * jnp.abs(before)
+            successes = jnp.where(improved, successes + 1, 0)
+            failures = jnp.where(improved, 0, failures + 1)
+            if trust_region:
+                grow = successes >= successes_needed
+                shrink = failures >= failures_needed
+                max_angle = jnp.asarray(math.pi / 2, dtype)
+                angle = jnp.where(grow, jnp.minimum(2 * angle, max_angle), angle)
+                angle = jnp.where(shrink, angle / 2, angle)
+                successes = jnp.where(grow, 0, successes)
+                failures = jnp.where(shrink, 0, failures)
+                angle = jnp.where(angle < min_angle, initial_angle, angle)  # restart
+            info = BORunInfo(decoded, values, state.best_y,
+                             angle if trust_region else jnp.asarray(math.pi, dtype), refit,
+                             ~jnp.all(finite))
+            return _LoopState(state, angle, successes, failures, index + 1), info
+
+    return kernel
 
 
 # --------------------------------------------------------------------------------------------
@@ -564,10 +580,15 @@ class SphericalLinearBO(eqx.Module):
             num_iterations: int, *, acquisition: str = "thompson", batch_size: int = 1,
             trust_region: bool = False, initial_angle=0.8, min_angle=0.01, beta=2.0,
             refit_every: int = 10, progress=None) -> tuple[BOState, BORunInfo]:
-        """The BO loop as one compiled ``lax.scan``: ask, evaluate, tell, adapt.
+        """The BO loop on :func:`jaxsample.run` (one compiled ``lax.scan``): ask, evaluate,
+        tell, adapt.
+
+        Each iteration is a step of a :class:`jaxsample.SamplingAlgorithm` whose float settings
+        (``beta``, the radius, the angles) are traced leaves, so runs that differ only in them
+        share one compilation.
 
         Args:
-            key: PRNG key (split into one key per iteration).
+            key: PRNG key; iteration ``t`` uses ``fold_in(key, t)`` (the driver's keys).
             objective: a JAX function mapping ``(batch_size, D)`` decoded points to
                 ``(batch_size,)`` values (to maximise). A host objective (a simulator) runs
                 in a Python loop around :meth:`ask` and :meth:`tell` instead.
@@ -600,14 +621,18 @@ class SphericalLinearBO(eqx.Module):
             raise ValueError("trust_region needs acquisition 'thompson' or 'mean'")
         if acquisition == "mean" and batch_size > 1:
             raise ValueError("batch_size must be 1 with acquisition='mean'")
-        if progress is not None and not callable(getattr(progress, "report", None)):
-            raise TypeError("progress must be a progress meter (e.g. jaxsample.TextProgress()), "
-                            f"got {type(progress).__name__}")
+        progress = check_progress(progress)
         dtype = state.mean.dtype
         initial_angle = check_number("initial_angle", initial_angle, maximum=math.pi)
         min_angle = check_number("min_angle", min_angle, maximum=initial_angle)
         beta = check_hyperparameter("beta", beta, positive=False)
         radius = None if self.radius is None else jnp.asarray(self.radius, dtype)
-        return _run(key, state, jnp.asarray(beta, dtype), radius,
-                    jnp.asarray(initial_angle, dtype), jnp.asarray(min_angle, dtype), objective,
-                    num_iterations, acquisition, batch_size, trust_region, refit_every, progress)
+        step = Step(_loop_kernel(acquisition, batch_size, trust_region, refit_every),
+                    objective=objective, beta=jnp.asarray(beta, dtype), radius=radius,
+                    initial_angle=jnp.asarray(initial_angle, dtype),
+                    min_angle=jnp.asarray(min_angle, dtype))
+        zero = jnp.zeros((), jnp.int32)
+        loop = _LoopState(state, jnp.asarray(initial_angle, dtype), zero, zero, zero)
+        loop, trace = run(key, SamplingAlgorithm(init=lambda s: s, step=step), loop,
+                          num_iterations, progress=progress)
+        return loop.bo, trace

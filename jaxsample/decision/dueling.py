@@ -31,8 +31,9 @@ per loop iteration, cycling over alive arms (``schedule="single"``):
   ``Σ_{i≠c} log(K/δ) / Δ_ci²``.
 * ``"uniform"``: arm i duels the opponents in a fixed rotation over all ``j ≠ i`` (SAVAGE-like).
 
-The loop is a ``lax.while_loop`` that stops when at most one arm is alive or ``budget`` duels have
-been played (the last round is truncated to the budget, so ``num_duels ≤ budget`` exactly).
+The loop runs on :func:`jaxsample.run_until` (one ``lax.while_loop``, round ``t`` drawing with
+``fold_in(key, t)``) and stops when at most one arm is alive or ``budget`` duels have been played
+(the last round is truncated to the budget, so ``num_duels ≤ budget`` exactly).
 """
 
 from __future__ import annotations
@@ -53,12 +54,12 @@ from jaxsample._checks import (
     check_key,
     is_concrete,
 )
+from jaxsample.core import SamplingAlgorithm, Step, run_until
 
 __all__ = [
     "DuelInfo",
     "DuelState",
     "PreferenceMatrix",
-    "confidence_radius",
     "identify_condorcet",
 ]
 
@@ -154,7 +155,6 @@ class DuelState(NamedTuple):
         pointer: int32, the next arm in the ``"single"`` schedule's rotation.
         num_rounds: int32 loop iterations.
         num_duels: int32 duels played.
-        key: PRNG key.
     """
 
     wins: jax.Array
@@ -165,7 +165,6 @@ class DuelState(NamedTuple):
     pointer: jax.Array
     num_rounds: jax.Array
     num_duels: jax.Array
-    key: jax.Array
 
 
 class DuelInfo(NamedTuple):
@@ -193,21 +192,11 @@ class DuelInfo(NamedTuple):
     lower: jax.Array
 
 
-def confidence_radius(counts, num_arms: int, delta) -> jax.Array:
-    """Anytime radius ``r(N) = √(log(4K²N²/δ)/(2N))`` (``+inf`` for ``N = 0``).
-
-    Args:
-        counts: duel counts ``N`` (any shape, integer or float).
-        num_arms: K.
-        delta: failure probability; its dtype (or float32) sets the result's.
-
-    Example:
-        >>> round(float(confidence_radius(100, 2, 0.05)), 4)
-        0.2737
-    """
-    delta = jnp.asarray(delta)
-    dtype = delta.dtype if jnp.issubdtype(delta.dtype, jnp.floating) else jnp.float32
-    n = jnp.asarray(counts).astype(dtype)
+def _confidence_radius(counts, num_arms, delta):
+    """Anytime radius ``r(N) = √(log(4K²N²/δ)/(2N))`` (``+inf`` for ``N = 0``), in ``delta``'s
+    floating dtype; ``info.lower`` of :func:`identify_condorcet` is ``q̂ − r(N)``."""
+    dtype = delta.dtype
+    n = counts.astype(dtype)
     safe = jnp.maximum(n, 1)
     log_term = (jnp.log(jnp.asarray(4.0 * num_arms**2, dtype)) + 2 * jnp.log(safe)
                 - jnp.log(delta.astype(dtype)))
@@ -220,7 +209,7 @@ def _bounds(wins, delta, dtype):
     w = wins.astype(dtype)
     n = counts.astype(dtype)
     mean = jnp.where(counts > 0, w / jnp.maximum(n, 1), jnp.asarray(0.5, dtype))
-    radius = confidence_radius(counts, k, delta.astype(dtype))
+    radius = _confidence_radius(counts, k, delta.astype(dtype))
     return mean, mean - radius, mean + radius, counts
 
 
@@ -255,16 +244,16 @@ def _opponents(strategy, state):
 
 @functools.cache
 def _duel_kernel(strategy: str, schedule: str):
-    """The loop body ``kernel(state, probs, delta, budget) -> state`` for static settings.
+    """The loop body ``kernel(key, state, *, probs, delta, budget) -> (state, ())`` for static
+    settings: one step of :func:`jaxsample.run_until` (the floats are traced leaves).
 
     Inputs are valid (the public entry point checked them).
     """
 
-    def kernel(state: DuelState, probs, delta, budget):
+    def kernel(key_duel, state: DuelState, *, probs, delta, budget):
         with jax.named_scope("dueling_round"):
             k = probs.shape[0]
             dtype = probs.dtype
-            key, key_duel = jax.random.split(state.key)
             opponent = _opponents(strategy, state)
             arms = jnp.arange(k, dtype=jnp.int32)
             if schedule == "round":
@@ -289,7 +278,7 @@ def _duel_kernel(strategy: str, schedule: str):
             return DuelState(wins, state.alive & ~newly, eliminated_by, upper, state.priority,
                              pointer.astype(jnp.int32),
                              state.num_rounds + 1,
-                             state.num_duels + jnp.sum(active).astype(jnp.int32), key)
+                             state.num_duels + jnp.sum(active).astype(jnp.int32)), ()
 
     return kernel
 
@@ -299,19 +288,21 @@ def _identify(key, probs, delta, budget, strategy, schedule):
     k = probs.shape[0]
     dtype = probs.dtype
     delta = jnp.asarray(delta, dtype)
-    kernel = _duel_kernel(strategy, schedule)
+    step = Step(_duel_kernel(strategy, schedule), probs=probs, delta=delta, budget=budget)
     key, key_priority = jax.random.split(key)
     state = DuelState(jnp.zeros((k, k), jnp.int32), jnp.ones((k,), bool),
                       jnp.full((k,), -1, jnp.int32), jnp.full((k, k), jnp.inf, dtype),
                       jax.random.uniform(key_priority, (k * k,), dtype).reshape(k, k),
                       jnp.zeros((), jnp.int32),
-                      jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), key)
+                      jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
     nonfinite = ~jnp.all(jnp.isfinite(probs))
 
-    def cond(s):
-        return (jnp.sum(s.alive) > 1) & (s.num_duels < budget) & ~nonfinite
+    def done(s):
+        return (jnp.sum(s.alive) <= 1) | (s.num_duels >= budget) | nonfinite
 
-    state = jax.lax.while_loop(cond, lambda s: kernel(s, probs, delta, budget), state)
+    # every step before the end plays at least one duel: at most `budget` steps
+    state, _ = run_until(key, SamplingAlgorithm(init=lambda s: s, step=step), state,
+                         done_fn=done, max_steps=budget)
     mean, lower, _, counts = _bounds(state.wins, delta, dtype)
     determined = jnp.sum(state.alive) == 1
     # undetermined: the candidate with the best worst-case empirical row among the alive arms

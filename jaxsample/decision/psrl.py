@@ -53,10 +53,7 @@ from jaxsample.kernels import resampling, tabular
 __all__ = [
     "PSRLInfo",
     "TabularMDP",
-    "backward_induction",
-    "evaluate_policy",
     "run_psrl",
-    "sample_trajectory",
 ]
 
 VARIANTS = ("psrl", "pi0")
@@ -118,6 +115,48 @@ class TabularMDP(eqx.Module):
     def num_actions(self) -> int:
         return self.transitions.shape[2]
 
+    def backward_induction(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Optimal values, Q-values and a deterministic optimal policy by backward induction.
+
+        Returns:
+            ``(values, q, policy)``: ``(H, S)`` ``V*_h``, ``(H, S, A)`` ``Q*_h``, ``(H, S)``
+            int32 ``π*_h(s)`` (the first maximising action).
+
+        Example:
+            >>> values, q, policy = TabularMDP.riverswim(horizon=20).backward_induction()
+            >>> policy[0].tolist(), policy[-1].tolist()
+            ([1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1])
+        """
+        return tabular.backward_induction(self.transitions, self.rewards)
+
+    def evaluate_policy(self, policy) -> jax.Array:
+        """Exact values ``V^π_h(s)`` ``(H, S)`` of a policy: ``(H, S)`` int actions
+        (deterministic) or ``(H, S, A)`` / ``(S, A)`` action laws (stochastic); the start value
+        is ``mdp.initial @ V[0]``.
+
+        Example:
+            >>> mdp = TabularMDP.riverswim(horizon=20)
+            >>> left = jnp.zeros((20, 6), jnp.int32)
+            >>> round(float(mdp.initial @ mdp.evaluate_policy(left)[0]), 3)
+            0.1
+        """
+        return tabular.evaluate(self.transitions, self.rewards, self._action_laws(policy))
+
+    def sample_trajectory(self, key: jax.Array, policy) -> tuple[jax.Array, jax.Array,
+                                                                  jax.Array]:
+        """One episode under ``policy`` (as in :meth:`evaluate_policy`).
+
+        Returns:
+            ``(states, actions, rewards)``: ``(H + 1,)`` int32, ``(H,)`` int32, ``(H,)``
+            floating.
+        """
+        return _rollout(key, self.transitions, self.rewards, self.initial,
+                        self._action_laws(policy))
+
+    def _action_laws(self, policy):
+        return _as_probs(policy, self.horizon, self.num_states, self.num_actions,
+                         self.rewards.dtype)
+
     @staticmethod
     def riverswim(num_states: int = 6, horizon: int = 20, *, dtype=jnp.float32) -> TabularMDP:
         """RiverSwim (Strehl & Littman 2008), the variant of Osband et al. 2013.
@@ -168,46 +207,6 @@ def _as_probs(policy, horizon, num_states, num_actions, dtype):
 _backward = tabular.backward_induction
 _evaluate = tabular.evaluate
 _occupancy = tabular.occupancy
-
-
-def backward_induction(mdp: TabularMDP) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Optimal values, Q-values and a deterministic optimal policy by backward induction.
-
-    Returns:
-        ``(values, q, policy)``: ``(H, S)`` ``V*_h``, ``(H, S, A)`` ``Q*_h``, ``(H, S)`` int32
-        ``π*_h(s)`` (the first maximising action).
-
-    Example:
-        >>> values, q, policy = backward_induction(TabularMDP.riverswim(horizon=20))
-        >>> policy[0].tolist(), policy[-1].tolist()
-        ([1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1])
-    """
-    return _backward(mdp.transitions, mdp.rewards)
-
-
-def evaluate_policy(mdp: TabularMDP, policy) -> jax.Array:
-    """Exact values ``V^π_h(s)`` ``(H, S)`` of a policy: ``(H, S)`` int actions (deterministic) or
-    ``(H, S, A)`` / ``(S, A)`` action laws (stochastic); the start value is ``mdp.initial @ V[0]``.
-
-    Example:
-        >>> mdp = TabularMDP.riverswim(horizon=20)
-        >>> left = jnp.zeros((20, 6), jnp.int32)
-        >>> round(float(mdp.initial @ evaluate_policy(mdp, left)[0]), 3)
-        0.1
-    """
-    probs = _as_probs(policy, mdp.horizon, mdp.num_states, mdp.num_actions, mdp.rewards.dtype)
-    return _evaluate(mdp.transitions, mdp.rewards, probs)
-
-
-def sample_trajectory(key: jax.Array, mdp: TabularMDP, policy) -> tuple[jax.Array, jax.Array,
-                                                                          jax.Array]:
-    """One episode in ``mdp`` under ``policy`` (as in :func:`evaluate_policy`).
-
-    Returns:
-        ``(states, actions, rewards)``: ``(H + 1,)`` int32, ``(H,)`` int32, ``(H,)`` floating.
-    """
-    probs = _as_probs(policy, mdp.horizon, mdp.num_states, mdp.num_actions, mdp.rewards.dtype)
-    return _rollout(key, mdp.transitions, mdp.rewards, mdp.initial, probs)
 
 
 def _rollout(key, transitions, rewards, initial, probs):

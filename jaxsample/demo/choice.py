@@ -6,8 +6,6 @@ weight) decide 50 dilemmas; each is refitted by the conditional logit, and the m
 weights (with Laplace intervals) are placed within the panel. Right: on a synthetic community
 world, the effective vocabulary against the true-coherence rate of exact tilted samples, alien
 (``a = 1``, growing ``b``) against coherence-only (``b = 0``, growing ``a``).
-
-:func:`priority_study` and :func:`vocabulary_study` are shared with the examples and the bench.
 """
 
 from __future__ import annotations
@@ -20,12 +18,10 @@ import numpy as np
 
 from jaxsample.demo import Section, SectionReport
 
-__all__ = ["choice_figure", "matched_ratio", "priority_study", "vocabulary_study"]
-
-PRINCIPLES = ("autonomy", "beneficence", "nonmaleficence", "justice")
+_PRINCIPLES = ("autonomy", "beneficence", "nonmaleficence", "justice")
 
 
-def priority_study(key, *, num_agents=30, num_dilemmas=50, panel_beta=2.0, model_beta=20.0,
+def _priority_study(key, *, num_agents=30, num_dilemmas=50, panel_beta=2.0, model_beta=20.0,
                    num_repeats=10, seed=0, l2=0.1):
     """Panel and two models on one set of dilemmas; fits, entropy and pluralism gap.
 
@@ -36,17 +32,17 @@ def priority_study(key, *, num_agents=30, num_dilemmas=50, panel_beta=2.0, model
     """
     import scipy.stats
 
-    from jaxsample import choice
+    from jaxsample import choice, datasets
 
     rng = np.random.default_rng(seed)
     panel_w = rng.dirichlet(np.full(4, 4.0), num_agents).astype(np.float32)
     models_w = np.array([[0.25, 0.25, 0.3, 0.2], [0.02, 0.38, 0.35, 0.25]], np.float32)
     key_panel, key_models = jax.random.split(key)
-    panel = choice.synthetic_panel(key_panel, num_agents, num_dilemmas, decisiveness=panel_beta,
-                                   weights=jnp.asarray(panel_w))
+    panel = datasets.synthetic_panel(key_panel, num_agents=num_agents, num_dilemmas=num_dilemmas,
+                                     decisiveness=panel_beta, weights=jnp.asarray(panel_w))
     features = panel.option_features
-    model_choices = choice.sample_choices(key_models, model_beta * jnp.asarray(models_w),
-                                          features, num_samples=num_repeats)  # (R, 2, J)
+    model_choices, _ = choice.sample_choices(key_models, model_beta * jnp.asarray(models_w),
+                                             features, num_samples=num_repeats)  # (R, 2, J)
     # every decision-maker fitted on one decision per dilemma (the models' first repeat; their
     # repeats only confirm near-deterministic choices): one compilation, 32 calls (cheaper to
     # compile than the vmapped fit)
@@ -58,13 +54,13 @@ def priority_study(key, *, num_agents=30, num_dilemmas=50, panel_beta=2.0, model
     beta = theta.sum(axis=1, keepdims=True)
     weights = theta / beta
     percentile = np.asarray(choice.panel_percentile(jnp.asarray(weights[num_agents:]),
-                                                    jnp.asarray(weights[:num_agents])))
-    panel_entropy = float(jnp.mean(choice.decision_entropy(panel.choices, dtype=jnp.float32)))
+                                                    jnp.asarray(weights[:num_agents]))[0])
+    panel_entropy = float(jnp.mean(choice.decision_entropy(panel.choices, dtype=jnp.float32)[0]))
     model_entropy = [float(jnp.mean(choice.decision_entropy(model_choices[:, i],
-                                                            dtype=jnp.float32)))
+                                                            dtype=jnp.float32)[0]))
                      for i in range(2)]
     gap = [float(jnp.mean(choice.pluralism_gap(model_choices[:, i], panel.choices,
-                                               dtype=jnp.float32))) for i in range(2)]
+                                               dtype=jnp.float32)[0])) for i in range(2)]
     law = scipy.stats.beta(4.0, 12.0).cdf(weights[num_agents:])  # Dir(4·1)'s marginal
     return dict(planted=np.concatenate([panel_w, models_w]), weights=weights, law_percentile=law,
                 lower=lower / beta, upper=upper / beta, beta=beta[:, 0], percentile=percentile,
@@ -72,7 +68,7 @@ def priority_study(key, *, num_agents=30, num_dilemmas=50, panel_beta=2.0, model
                 num_agents=num_agents, features=features, model_choices=model_choices)
 
 
-def vocabulary_study(key, world, *, num_samples=2000, alien_b=(0.0, 0.5, 1.0, 2.0),
+def _vocabulary_study(key, world, *, num_samples=2000, alien_b=(0.0, 0.5, 1.0, 2.0),
                      coherence_a=(0.5, 1.0, 2.0, 4.0), method="exact", num_proposals=None,
                      chunk_size=None):
     """Effective vocabulary and true-coherence rate of tilted samples along two paths.
@@ -91,19 +87,17 @@ def vocabulary_study(key, world, *, num_samples=2000, alien_b=(0.0, 0.5, 1.0, 2.
                 jax.random.fold_in(key, len(rows)), world.coherence_logits,
                 world.availability_logits, num_samples=num_samples, a=a, b=b, method=method,
                 num_proposals=num_proposals, chunk_size=chunk_size)
-            _, avail = choice.set_log_scores(samples, world.coherence_logits,
-                                               world.availability_logits)
+            vocabulary, _ = choice.effective_vocabulary(samples, num_atoms=num_atoms,
+                                                        dtype=jnp.float32)
             rows.append(dict(
-                path=path, a=a, b=b,
-                vocabulary=float(choice.effective_vocabulary(samples, num_atoms=num_atoms,
-                                                             dtype=jnp.float32)),
+                path=path, a=a, b=b, vocabulary=float(vocabulary),
                 coherent=float(jnp.mean(world.coherent(samples).astype(jnp.float32))),
-                log_availability=float(jnp.mean(avail)), ess=float(info.ess),
+                log_availability=float(jnp.mean(info.log_availability)), ess=float(info.ess),
                 nonfinite=bool(info.nonfinite)))
     return rows
 
 
-def matched_ratio(rows):
+def _matched_ratio(rows):
     """Alien vocabulary over coherence-only vocabulary at the alien points' coherence rates.
 
     Coherence-only vocabulary is interpolated linearly in the coherence rate between its sweep
@@ -122,7 +116,7 @@ def matched_ratio(rows):
     return out
 
 
-def choice_figure(study, rows, path):
+def _choice_figure(study, rows, path):
     """Recovered vs planted priorities (left) and vocabulary vs coherence (right), as a PNG."""
     import matplotlib
 
@@ -139,7 +133,7 @@ def choice_figure(study, rows, path):
         left.errorbar(x + 0.1 * (i - 0.5), w, yerr=[w - lo, hi - w], fmt="o", color=color,
                       capsize=3, label=f"model {i + 1} (recovered, Laplace 90%)")
         left.scatter(x + 0.1 * (i - 0.5), study["planted"][m + i], marker="x", color=color)
-    left.set_xticks(x, PRINCIPLES, fontsize=8)
+    left.set_xticks(x, _PRINCIPLES, fontsize=8)
     left.set_ylabel("weight w = θ / Σθ")
     left.set_title("recovered priorities (x: planted)")
     left.legend(fontsize=7)
@@ -158,12 +152,12 @@ def choice_figure(study, rows, path):
 
 
 def _run(key, outdir: Path) -> SectionReport:
-    from jaxsample import choice
+    from jaxsample import datasets
 
     key_p, key_w, key_s = jax.random.split(key, 3)
-    study = priority_study(key_p)
-    world = choice.synthetic_community(key_w, num_atoms=60, num_topics=6, dtype=jnp.float32)
-    rows = vocabulary_study(key_s, world, num_samples=1000)
+    study = _priority_study(key_p)
+    world = datasets.synthetic_community(key_w, num_atoms=60, num_topics=6, dtype=jnp.float32)
+    rows = _vocabulary_study(key_s, world, num_samples=1000)
     m = study["num_agents"]
     table = []
     for i, name in enumerate(("model 1 (typical)", "model 2 (low autonomy)")):
@@ -175,8 +169,8 @@ def _run(key, outdir: Path) -> SectionReport:
     table.append(["panel (mean of 30)", " ".join(f"{v:.2f}" for v in study["weights"][:m].mean(0)),
                   " ".join(f"{v:.2f}" for v in study["planted"][:m].mean(0)), "",
                   f"{study['panel_entropy']:.3f}", ""])
-    figure = choice_figure(study, rows, Path(outdir) / "choice.png")
-    matched = matched_ratio(rows)
+    figure = _choice_figure(study, rows, Path(outdir) / "choice.png")
+    matched = _matched_ratio(rows)
     ratios = ", ".join(f"b={b:g}: {ratio:.2f}x at coherence {c:.2f}"
                        for b, c, _, _, ratio in matched) or "no alien point in range"
     note = (f"Models decide near-deterministically (entropy {study['model_entropy'][0]:.2f} "

@@ -65,8 +65,9 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
         theta = rng.beta(0.2, 8.0, 300)
         successes = rng.binomial(trials, theta).astype(np.float64)
         fit, _ = risk.fit_beta_binomial(successes, float(trials))
-        saber = np.asarray(risk.asr_anchored(jnp.asarray(_NS, jnp.float64), successes,
-                                             float(trials), fit.alpha, fit.beta, fit.pi0))
+        saber, _ = risk.asr_anchored(jnp.asarray(_NS, jnp.float64), successes, float(trials),
+                                     fit.alpha, fit.beta, fit.pi0)
+        saber = np.asarray(saber)
         bon = []
         for _, (mc, sc), (mw, sw) in _REGIMES:
             acc, _ = risk.bon_accuracy(_BON_NS, 0.3, risk.Normal(mc, sc), risk.Normal(mw, sw))

@@ -15,8 +15,8 @@ from jaxsample.risk.best_of_n import Empirical as Empirical
 from jaxsample.risk.best_of_n import Gumbel as Gumbel
 from jaxsample.risk.best_of_n import Normal as Normal
 from jaxsample.risk.best_of_n import RewardLaw as RewardLaw
-from jaxsample.risk.best_of_n import TailRegime as TailRegime
-from jaxsample.risk.best_of_n import TailTension as TailTension
+from jaxsample.risk.best_of_n import TailRegimeInfo as TailRegimeInfo
+from jaxsample.risk.best_of_n import TailTensionInfo as TailTensionInfo
 from jaxsample.risk.best_of_n import bon_accuracy as bon_accuracy
 from jaxsample.risk.best_of_n import bon_pool_accuracy as bon_pool_accuracy
 from jaxsample.risk.best_of_n import bon_simulate as bon_simulate
@@ -25,8 +25,11 @@ from jaxsample.risk.best_of_n import tail_tension as tail_tension
 from jaxsample.risk.saber import UNREACHABLE as UNREACHABLE
 from jaxsample.risk.saber import ASRInterval as ASRInterval
 from jaxsample.risk.saber import BetaBinomialFit as BetaBinomialFit
+from jaxsample.risk.saber import SABERBudgetInfo as SABERBudgetInfo
 from jaxsample.risk.saber import SABERFitInfo as SABERFitInfo
+from jaxsample.risk.saber import SABERForecastInfo as SABERForecastInfo
 from jaxsample.risk.saber import SABERIntervalInfo as SABERIntervalInfo
+from jaxsample.risk.saber import SABERPromptInfo as SABERPromptInfo
 from jaxsample.risk.saber import asr_anchored as asr_anchored
 from jaxsample.risk.saber import asr_at_n as asr_at_n
 from jaxsample.risk.saber import asr_conditional as asr_conditional
@@ -41,8 +44,11 @@ __all__ = [
     "UNREACHABLE",
     "ASRInterval",
     "BetaBinomialFit",
+    "SABERBudgetInfo",
     "SABERFitInfo",
+    "SABERForecastInfo",
     "SABERIntervalInfo",
+    "SABERPromptInfo",
     "BoNInfo",
     "BoNPoolInfo",
     "Empirical",
@@ -50,8 +56,8 @@ __all__ = [
     "Normal",
     "RewardLaw",
     "BoNSimulationInfo",
-    "TailRegime",
-    "TailTension",
+    "TailRegimeInfo",
+    "TailTensionInfo",
     "bon_accuracy",
     "bon_pool_accuracy",
     "bon_simulate",

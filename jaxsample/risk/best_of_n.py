@@ -48,6 +48,7 @@ from jaxsample._checks import (
     common_float_dtype,
     is_concrete,
 )
+from jaxsample._solver import SolverStats
 from jaxsample.kernels.betabinomial import log_binomial_ratio
 from jaxsample.kernels.extremes import (
     GPDFit,
@@ -71,8 +72,8 @@ __all__ = [
     "Normal",
     "RewardLaw",
     "BoNSimulationInfo",
-    "TailRegime",
-    "TailTension",
+    "TailRegimeInfo",
+    "TailTensionInfo",
     "bon_accuracy",
     "bon_pool_accuracy",
     "bon_simulate",
@@ -113,12 +114,10 @@ class BoNSimulationInfo(NamedTuple):
     nonfinite: jax.Array
 
 
-class TailRegime(NamedTuple):
-    """The regime implied by GPD fits of each class's rewards above a pooled threshold.
+class TailRegimeInfo(NamedTuple):
+    """What :func:`tail_regime` reports besides the regime.
 
     Attributes:
-        regime: ``"correct-dominant"`` (Acc → 1), ``"incorrect-dominant"`` (Acc → 0: more samples
-            eventually hurt) or ``"critical"`` (Acc tends to ``limit_accuracy`` in (0, 1)).
         limit_accuracy: ``lim Acc(N)`` implied by the fitted tails.
         threshold: the pooled threshold ``u``.
         correct: :class:`~jaxsample.kernels.extremes.GPDFit` of the correct excesses.
@@ -126,25 +125,29 @@ class TailRegime(NamedTuple):
         shape_z: z-score of ``ξ_c − ξ_w``.
         scale_z: z-score of ``log σ_c − log σ_w`` (used when the shapes agree and are not
             positive).
+        solver: :class:`~jaxsample.SolverStats` of the two GPD fits (likelihood evaluations of
+            the grid and golden-section search; unsuccessful when a fit's maximum lies on the
+            edge of its search range, ``nonfinite`` when a fit is not finite).
+        nonfinite: a fit, the limit or a z-score is not finite.
     """
 
-    regime: str
-    limit_accuracy: float
+    limit_accuracy: jax.Array
     threshold: jax.Array
     correct: GPDFit
     incorrect: GPDFit
-    shape_z: float
-    scale_z: float
+    shape_z: jax.Array
+    scale_z: jax.Array
+    solver: SolverStats
+    nonfinite: jax.Array
 
 
-class TailTension(NamedTuple):
-    """The hazard-gap diagnostic at the typical maximum of N rewards.
+class TailTensionInfo(NamedTuple):
+    """What :func:`tail_tension` reports besides the hazard gap.
 
     Attributes:
         n: the sample counts ``N`` examined.
         level: ``u_N``, the reward exceeded with probability ``1/N`` under the fitted pooled tail
             (the threshold itself where ``1/N`` exceeds the tail mass).
-        hazard_gap: ``T(u_N) = λ_w(u_N) − λ_c(u_N)`` from the GPD fits.
         accuracy: ``q(u_N) = p·\\bar F_c(u_N)/\\bar G(u_N)``, the fraction correct above ``u_N``
             (a tail approximation of Acc(N)).
         helps: ``hazard_gap > 0``: near ``N`` the correct class has the locally heavier tail,
@@ -152,17 +155,19 @@ class TailTension(NamedTuple):
         threshold: the pooled threshold of the fits.
         correct: GPD fit of the correct excesses.
         incorrect: GPD fit of the incorrect excesses.
+        solver: :class:`~jaxsample.SolverStats` of the two GPD fits, as in
+            :class:`TailRegimeInfo`.
         nonfinite: any ``accuracy`` or ``level`` is not finite.
     """
 
     n: jax.Array
     level: jax.Array
-    hazard_gap: jax.Array
     accuracy: jax.Array
     helps: jax.Array
     threshold: jax.Array
     correct: GPDFit
     incorrect: GPDFit
+    solver: SolverStats
     nonfinite: jax.Array
 
 
@@ -570,6 +575,15 @@ def _fit_tails(scores, labels, threshold_quantile):
     return threshold, above, fit_c, fit_w
 
 
+def _fits_solver(fit_c, fit_w):
+    """One status for the two GPD fits: their likelihood evaluations add up; unsuccessful
+    when a fit's maximum lies on the edge of its search range (``ξ = −1`` or past the grid:
+    too few or degenerate excesses) or is not finite."""
+    return SolverStats.of(fit_c.num_iterations + fit_w.num_iterations,
+                          converged=fit_c.converged & fit_w.converged,
+                          nonfinite=fit_c.nonfinite | fit_w.nonfinite)
+
+
 def _check_tail_args(threshold_quantile, p_correct):
     if not isinstance(threshold_quantile, float | int) or isinstance(threshold_quantile, bool) \
             or not 0 < threshold_quantile < 1:
@@ -613,13 +627,13 @@ def _tension(scores, labels, n, p_correct, threshold_quantile):
 
         level, gap, accuracy = jax.vmap(one)(n)
         nonfinite = ~(jnp.all(jnp.isfinite(level)) & jnp.all(jnp.isfinite(accuracy)))
-        return TailTension(n=n, level=level, hazard_gap=gap, accuracy=accuracy, helps=gap > 0,
-                           threshold=threshold, correct=fit_c, incorrect=fit_w,
-                           nonfinite=nonfinite)
+        return gap, TailTensionInfo(n=n, level=level, accuracy=accuracy, helps=gap > 0,
+                                    threshold=threshold, correct=fit_c, incorrect=fit_w,
+                                    solver=_fits_solver(fit_c, fit_w), nonfinite=nonfinite)
 
 
 def tail_tension(scores, labels, *, n=None, threshold_quantile: float = 0.9,
-                 p_correct=None) -> TailTension:
+                 p_correct=None) -> tuple[jax.Array, TailTensionInfo]:
     """The tail-tension diagnostic: will more samples help or hurt Best-of-N on these rewards?
 
     Fits a GPD to each class's excesses over the pooled ``threshold_quantile`` quantile ``u``
@@ -641,15 +655,17 @@ def tail_tension(scores, labels, *, n=None, threshold_quantile: float = 0.9,
             fraction of correct labels.
 
     Returns:
-        A :class:`TailTension`.
+        ``(hazard_gap, info)``: ``T(u_N) = λ_w(u_N) − λ_c(u_N)`` for each ``N`` (``> 0``: more
+        samples help there) and a :class:`TailTensionInfo` (the levels, the tail accuracy, the
+        fits and their :class:`~jaxsample.SolverStats`).
 
     Example:
         >>> import numpy as np
         >>> rng = np.random.default_rng(0)
         >>> scores = np.concatenate([rng.normal(1.0, 1.0, 3000), rng.normal(0.0, 1.5, 7000)])
         >>> labels = np.arange(10_000) < 3000
-        >>> out = tail_tension(scores, labels, n=np.array([10.0, 1e5]))
-        >>> [bool(h) for h in out.helps]  # the wider incorrect tail takes over
+        >>> gap, info = tail_tension(scores, labels, n=np.array([10.0, 1e5]))
+        >>> [bool(h) for h in info.helps]  # the wider incorrect tail takes over
         [False, False]
     """
     scores, labels = _check_scores_labels(scores, labels)
@@ -662,7 +678,7 @@ def tail_tension(scores, labels, *, n=None, threshold_quantile: float = 0.9,
 
 
 def tail_regime(correct, incorrect, *, threshold_quantile: float = 0.9, p_correct=None,
-                level: float = 0.95, min_exceedances: int = 10) -> TailRegime:
+                level: float = 0.95, min_exceedances: int = 10) -> tuple[str, TailRegimeInfo]:
     """Classifies the Best-of-N regime from rewards of correct and incorrect responses.
 
     Peaks over threshold: the pooled ``threshold_quantile`` quantile ``u``; a GPD ``(ξ, σ)`` per
@@ -689,14 +705,18 @@ def tail_regime(correct, incorrect, *, threshold_quantile: float = 0.9, p_correc
         min_exceedances: fewest excesses per class for a fit.
 
     Returns:
-        A :class:`TailRegime`.
+        ``(regime, info)``: ``"correct-dominant"`` (Acc → 1), ``"incorrect-dominant"`` (Acc → 0:
+        more samples eventually hurt) or ``"critical"`` (Acc tends to ``info.limit_accuracy`` in
+        (0, 1)), and a :class:`TailRegimeInfo`. Not jittable (the regime is a string decided on
+        the host from the fits).
 
     Example:
         >>> import numpy as np
         >>> rng = np.random.default_rng(0)
         >>> correct = rng.pareto(2.0, 4000)      # GPD tail, ξ = 1/2
         >>> incorrect = rng.pareto(4.0, 4000)    # lighter, ξ = 1/4
-        >>> tail_regime(correct, incorrect).regime
+        >>> regime, info = tail_regime(correct, incorrect)
+        >>> regime
         'correct-dominant'
     """
     correct = check_array("correct", correct, ndim=1, finite=True, min_rows=2)
@@ -739,5 +759,10 @@ def tail_regime(correct, incorrect, *, threshold_quantile: float = 0.9, p_correc
         regime, limit = "incorrect-dominant", 0.0
     else:
         regime, limit = "critical", mass_c / (mass_c + mass_w)
-    return TailRegime(regime=regime, limit_accuracy=limit, threshold=threshold, correct=fit_c,
-                      incorrect=fit_w, shape_z=shape_z, scale_z=scale_z)
+    dtype = scores.dtype
+    limit, shape_z, scale_z = (jnp.asarray(v, dtype) for v in (limit, shape_z, scale_z))
+    nonfinite = ~(jnp.isfinite(limit) & jnp.isfinite(shape_z) & jnp.isfinite(scale_z)
+                  & jnp.isfinite(fit_c.log_likelihood) & jnp.isfinite(fit_w.log_likelihood))
+    return regime, TailRegimeInfo(limit_accuracy=limit, threshold=threshold, correct=fit_c,
+                                  incorrect=fit_w, shape_z=shape_z, scale_z=scale_z,
+                                  solver=_fits_solver(fit_c, fit_w), nonfinite=nonfinite)

@@ -42,11 +42,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxsample._batching import vmap_in_blocks
 from jaxsample._checks import (
     check_array,
     check_choice,
     check_int,
     check_key,
+    check_progress,
     common_float_dtype,
     is_concrete,
 )
@@ -58,8 +60,11 @@ __all__ = [
     "UNREACHABLE",
     "ASRInterval",
     "BetaBinomialFit",
+    "SABERBudgetInfo",
     "SABERFitInfo",
+    "SABERForecastInfo",
     "SABERIntervalInfo",
+    "SABERPromptInfo",
     "asr_anchored",
     "asr_at_n",
     "asr_conditional",
@@ -135,6 +140,49 @@ class SABERIntervalInfo(NamedTuple):
     nonfinite: jax.Array
 
 
+class SABERForecastInfo(NamedTuple):
+    """What :func:`asr_at_n` reports besides ASR@N.
+
+    Attributes:
+        log_survival: ``log B(α, β + N)/B(α, β)``, the log-probability that a breakable prompt
+            resists ``N`` attempts (accurate where ASR@N rounds to ``1 − π₀``).
+        nonfinite: an ASR@N is not finite.
+    """
+
+    log_survival: jax.Array
+    nonfinite: jax.Array
+
+
+class SABERPromptInfo(NamedTuple):
+    """What the per-prompt estimators (:func:`asr_conditional`, :func:`asr_anchored`,
+    :func:`unbiased_asr_at_k`) report besides the mean over prompts.
+
+    Attributes:
+        per_prompt: the value of each prompt, of shape ``n.shape + (m,)`` (``k.shape + (m,)``).
+        nonfinite: a per-prompt value is not finite.
+    """
+
+    per_prompt: jax.Array
+    nonfinite: jax.Array
+
+
+class SABERBudgetInfo(NamedTuple):
+    """How the integer bisection of :func:`budget_at` ended.
+
+    Attributes:
+        asr: ASR@N at the returned budget (at ``max_budget`` where τ is unreachable).
+        solver: :class:`~jaxsample.SolverStats`: ``bit_length(max_budget)`` bisection steps;
+            ``successful`` where τ is reached, ``max_iterations_reached`` where it is not within
+            ``max_budget`` attempts (raise ``max_budget``, unless ``τ >= 1 − π₀``, which no
+            budget reaches).
+        nonfinite: an ASR value is not finite.
+    """
+
+    asr: jax.Array
+    solver: SolverStats
+    nonfinite: jax.Array
+
+
 # ----------------------------------------------------------------------------------------------
 # validation
 
@@ -191,7 +239,7 @@ def _check_beta(alpha, beta, pi0, dtype_values):
 # closed forms
 
 
-def asr_at_n(n, alpha, beta, pi0=0.0) -> jax.Array:
+def asr_at_n(n, alpha, beta, pi0=0.0) -> tuple[jax.Array, SABERForecastInfo]:
     """Population attack success within ``N`` attempts: ``(1 − π₀)(1 − B(α, β + N)/B(α, β))``.
 
     The success rate, within ``N`` fresh attempts, on a new prompt drawn from the population whose
@@ -208,11 +256,13 @@ def asr_at_n(n, alpha, beta, pi0=0.0) -> jax.Array:
     ``n[:, None], alpha[None, :]`` for a table of curves).
 
     Returns:
-        ASR@N, floating, of the broadcast shape.
+        ``(asr, info)``: ASR@N, floating, of the broadcast shape, and a
+        :class:`SABERForecastInfo`.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> [round(float(v), 4) for v in asr_at_n(jnp.array([1, 10, 1000]), 0.3, 6.0)]
+        >>> asr, info = asr_at_n(jnp.array([1, 10, 1000]), 0.3, 6.0)
+        >>> [round(float(v), 4) for v in asr]
         [0.0476, 0.2631, 0.7886]
     """
     n = _check_real("n", n, minimum=0)
@@ -224,7 +274,9 @@ def asr_at_n(n, alpha, beta, pi0=0.0) -> jax.Array:
 def _asr_at_n(n, alpha, beta, pi0):
     with jax.named_scope("asr_at_n"):
         n, alpha, beta, pi0 = jnp.broadcast_arrays(n, alpha, beta, pi0)
-        return (1 - pi0) * -jnp.expm1(bb.log_survival(n, alpha, beta))
+        log_survival = bb.log_survival(n, alpha, beta)
+        asr = (1 - pi0) * -jnp.expm1(log_survival)
+        return asr, SABERForecastInfo(log_survival, ~jnp.all(jnp.isfinite(asr)))
 
 
 def _log_unbreakable(successes, trials, alpha, beta, pi0):
@@ -247,7 +299,7 @@ def _per_prompt(n, successes, trials, alpha, beta, pi0, anchored):
                                                   beta + trials - successes))
 
 
-def _prompt_estimate(n, successes, trials, alpha, beta, pi0, per_prompt, anchored):
+def _prompt_estimate(n, successes, trials, alpha, beta, pi0, anchored):
     n = _check_real("n", n, minimum=0)
     successes, trials = _check_counts(successes, trials)
     (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"successes": successes})
@@ -260,18 +312,21 @@ def _prompt_estimate(n, successes, trials, alpha, beta, pi0, per_prompt, anchore
         raise ValueError("n must be >= trials for the anchored estimator (it counts the observed "
                          "attempts towards the budget n)")
     return _prompt_core(n.astype(dtype), successes, trials, alpha, beta, pi0,
-                        per_prompt=bool(per_prompt), anchored=anchored)
+                        anchored=anchored)
 
 
-@functools.partial(jax.jit, static_argnames=("per_prompt", "anchored"))
-def _prompt_core(n, successes, trials, alpha, beta, pi0, *, per_prompt, anchored):
+def _mean_over_prompts(values):
+    return jnp.mean(values, axis=-1), SABERPromptInfo(values, ~jnp.all(jnp.isfinite(values)))
+
+
+@functools.partial(jax.jit, static_argnames=("anchored",))
+def _prompt_core(n, successes, trials, alpha, beta, pi0, *, anchored):
     with jax.named_scope("asr_anchored" if anchored else "asr_conditional"):
-        values = _per_prompt(n, successes, trials, alpha, beta, pi0, anchored)
-        return values if per_prompt else jnp.mean(values, axis=-1)
+        return _mean_over_prompts(_per_prompt(n, successes, trials, alpha, beta, pi0, anchored))
 
 
-def asr_conditional(n, successes, trials, alpha, beta, pi0=0.0, *,
-                    per_prompt: bool = False) -> jax.Array:
+def asr_conditional(n, successes, trials, alpha, beta, pi0=0.0
+                    ) -> tuple[jax.Array, SABERPromptInfo]:
     """ASR of *these* prompts within ``N`` fresh attempts each (empirical-Bayes posterior).
 
     Per prompt, ``(1 − w_i)·(1 − B(α + c_i, β + n_i − c_i + N)/B(α + c_i, β + n_i − c_i))`` where
@@ -283,23 +338,23 @@ def asr_conditional(n, successes, trials, alpha, beta, pi0=0.0, *,
         successes: ``(m,)`` successes ``c_i``.
         trials: ``(m,)`` or scalar attempts ``n_i``.
         alpha, beta, pi0: the fitted model (scalars; ``vmap`` over models).
-        per_prompt: return ``n.shape + (m,)`` per-prompt values instead of their mean.
 
     Returns:
-        The mean over prompts, of shape ``n.shape`` (or per prompt).
+        ``(asr, info)``: the mean over prompts, of shape ``n.shape``, and a
+        :class:`SABERPromptInfo` holding the ``n.shape + (m,)`` per-prompt values.
 
     Example:
         >>> import jax.numpy as jnp
         >>> c, trials = jnp.array([0.0, 1.0, 5.0]), jnp.array(10.0)
-        >>> round(float(asr_conditional(1, c, trials, 1.0, 1.0)), 4)  # posterior means (c+1)/12
-        0.25
+        >>> asr, info = asr_conditional(1, c, trials, 1.0, 1.0)  # posterior means (c + 1)/12
+        >>> round(float(asr), 4), [round(float(v), 4) for v in info.per_prompt]
+        (0.25, [0.0833, 0.1667, 0.5])
     """
-    return _prompt_estimate(n, successes, trials, alpha, beta, pi0,
-                            per_prompt, anchored=False)
+    return _prompt_estimate(n, successes, trials, alpha, beta, pi0, anchored=False)
 
 
-def asr_anchored(n, successes, trials, alpha, beta, pi0=0.0, *,
-                 per_prompt: bool = False) -> jax.Array:
+def asr_anchored(n, successes, trials, alpha, beta, pi0=0.0
+                 ) -> tuple[jax.Array, SABERPromptInfo]:
     """Anchored ASR@N: ``N`` attempts in total per prompt, the observed ``n_i`` among them.
 
     A prompt with ``c_i > 0`` is already broken and counts 1; an unbroken one counts
@@ -311,19 +366,23 @@ def asr_anchored(n, successes, trials, alpha, beta, pi0=0.0, *,
 
     Args:
         n: total attempts ``N >= n_i`` (any shape).
-        successes, trials, alpha, beta, pi0, per_prompt: as in :func:`asr_conditional`.
+        successes, trials, alpha, beta, pi0: as in :func:`asr_conditional`.
+
+    Returns:
+        ``(asr, info)`` as in :func:`asr_conditional`.
 
     Example:
         >>> import jax.numpy as jnp
         >>> c, trials = jnp.array([0.0, 0.0, 3.0, 1.0]), jnp.array(200.0)
-        >>> float(asr_anchored(200, c, trials, 0.3, 6.0))
+        >>> asr, info = asr_anchored(200, c, trials, 0.3, 6.0)
+        >>> float(asr)
         0.5
     """
-    return _prompt_estimate(n, successes, trials, alpha, beta, pi0, per_prompt,
-                            anchored=True)
+    return _prompt_estimate(n, successes, trials, alpha, beta, pi0, anchored=True)
 
 
-def budget_at(tau, alpha, beta, pi0=0.0, *, max_budget: int | None = None) -> jax.Array:
+def budget_at(tau, alpha, beta, pi0=0.0, *, max_budget: int | None = None
+              ) -> tuple[jax.Array, SABERBudgetInfo]:
     """Budget@τ: the least ``N >= 1`` with ``asr_at_n(N, α, β, π₀) >= τ``, by integer bisection.
 
     ASR@N is increasing in ``N``, so bisection on the integers ``[0, max_budget]`` keeps
@@ -340,14 +399,18 @@ def budget_at(tau, alpha, beta, pi0=0.0, *, max_budget: int | None = None) -> ja
             float32.
 
     Returns:
-        Integer budgets (int32, or int64 with 64-bit types), :data:`UNREACHABLE` (−1) where τ is
-        not reached within ``max_budget`` attempts, in particular wherever ``τ >= 1 − π₀``.
+        ``(budget, info)``: integer budgets (int32, or int64 with 64-bit types),
+        :data:`UNREACHABLE` (−1) where τ is not reached within ``max_budget`` attempts, in
+        particular wherever ``τ >= 1 − π₀``; and a :class:`SABERBudgetInfo` (the ASR at the
+        budget, the search's :class:`~jaxsample.SolverStats`).
 
     Example:
-        >>> int(budget_at(0.5, 0.3, 6.0))
-        52
-        >>> int(budget_at(0.9, 0.3, 6.0, pi0=0.2))
-        -1
+        >>> budget, info = budget_at(0.5, 0.3, 6.0)
+        >>> int(budget), round(float(info.asr), 4)
+        (52, 0.5017)
+        >>> budget, info = budget_at(0.9, 0.3, 6.0, pi0=0.2)
+        >>> int(budget), bool(info.solver.converged)
+        (-1, False)
     """
     tau = _check_real("tau", tau, positive=True, below=1)
     (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"tau": tau})
@@ -363,8 +426,13 @@ def _budget_at(tau, alpha, beta, pi0, *, max_budget, int_dtype):
     with jax.named_scope("budget_at"):
         tau, alpha, beta, pi0 = jnp.broadcast_arrays(tau, alpha, beta, pi0)
         search = functools.partial(_smallest_budget, max_budget=max_budget, int_dtype=int_dtype)
-        flat = jax.vmap(search)(tau.ravel(), alpha.ravel(), beta.ravel(), pi0.ravel())
-        return flat.reshape(tau.shape)
+        budget, asr = jax.vmap(search)(tau.ravel(), alpha.ravel(), beta.ravel(), pi0.ravel())
+        budget, asr = budget.reshape(tau.shape), asr.reshape(tau.shape)
+        reached = budget != UNREACHABLE
+        steps = jnp.full(tau.shape, int(max_budget).bit_length(), jnp.int32)
+        nonfinite = ~jnp.isfinite(asr)
+        solver = SolverStats.of(steps, converged=reached, nonfinite=nonfinite)
+        return budget, SABERBudgetInfo(asr, solver, jnp.any(nonfinite))
 
 
 def _smallest_budget(tau, alpha, beta, pi0, *, max_budget, int_dtype):
@@ -374,11 +442,11 @@ def _smallest_budget(tau, alpha, beta, pi0, *, max_budget, int_dtype):
     lo, hi = jnp.zeros((), int_dtype), jnp.asarray(max_budget, int_dtype)
     _, hi = bisect(lambda n: ~(asr(n) >= tau), lo, hi,
                    num_iterations=int(max_budget).bit_length())
-    return jnp.where(asr(jnp.asarray(max_budget, int_dtype)) >= tau, hi,
-                     jnp.asarray(UNREACHABLE, int_dtype))
+    at_hi = asr(hi)
+    return jnp.where(at_hi >= tau, hi, jnp.asarray(UNREACHABLE, int_dtype)), at_hi
 
 
-def unbiased_asr_at_k(successes, trials, k, *, per_prompt: bool = False) -> jax.Array:
+def unbiased_asr_at_k(successes, trials, k) -> tuple[jax.Array, SABERPromptInfo]:
     """The unbiased ASR@k (pass@k) estimator: per prompt ``1 − C(n_i − c_i, k)/C(n_i, k)``.
 
     For ``c ~ Bin(n, θ)`` and ``k <= n`` its expectation is exactly ``1 − (1 − θ)^k``
@@ -390,29 +458,32 @@ def unbiased_asr_at_k(successes, trials, k, *, per_prompt: bool = False) -> jax.
         successes: ``(m,)`` successes.
         trials: ``(m,)`` or scalar attempts.
         k: attempts ``1 <= k <= min(trials)`` (any shape).
-        per_prompt: return ``k.shape + (m,)`` values instead of the mean over prompts.
+
+    Returns:
+        ``(asr, info)``: the mean over prompts, of shape ``k.shape``, and a
+        :class:`SABERPromptInfo` holding the ``k.shape + (m,)`` per-prompt values.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> round(float(unbiased_asr_at_k(jnp.array([1.0, 0.0]), 4.0, 2)), 4)  # (1/2 + 0)/2
-        0.25
+        >>> asr, info = unbiased_asr_at_k(jnp.array([1.0, 3.0]), 4.0, 2)  # (1/2 + 1)/2
+        >>> round(float(asr), 4), [round(float(v), 4) for v in info.per_prompt]
+        (0.75, [0.5, 1.0])
     """
     successes, trials = _check_counts(successes, trials)
     k = _check_real("k", k, minimum=1, integer=True)
     if is_concrete((k, trials)) and np.any(np.asarray(k, np.float64) > np.min(np.asarray(trials))):
         raise ValueError(f"k must be <= every prompt's trials (min {np.min(np.asarray(trials))}), "
                          f"got {np.max(np.asarray(k))}")
-    return _unbiased_asr_at_k(successes, trials, k.astype(successes.dtype),
-                              per_prompt=bool(per_prompt))
+    return _unbiased_asr_at_k(successes, trials, k.astype(successes.dtype))
 
 
-@functools.partial(jax.jit, static_argnames=("per_prompt",))
-def _unbiased_asr_at_k(successes, trials, k, *, per_prompt):
+@jax.jit
+def _unbiased_asr_at_k(successes, trials, k):
     with jax.named_scope("unbiased_asr_at_k"):
         k = k[..., None]
         successes, trials = (x.reshape((1,) * (k.ndim - 1) + x.shape) for x in (successes, trials))
-        values = -jnp.expm1(bb.log_binomial_ratio(trials - successes, trials, k))
-        return values if per_prompt else jnp.mean(values, axis=-1)
+        return _mean_over_prompts(-jnp.expm1(bb.log_binomial_ratio(trials - successes, trials,
+                                                                   k)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -680,15 +751,15 @@ def _resample(key, successes, trials, num_resamples):
     return successes[index], trials[index]
 
 
-@functools.partial(jax.jit, static_argnames=("num_resamples", *_SETTINGS))
-def _bootstrap_fits(key, successes, trials, *, num_resamples, **settings):
+@functools.partial(jax.jit, static_argnames=("num_resamples", "progress", *_SETTINGS))
+def _bootstrap_fits(key, successes, trials, *, num_resamples, progress=None, **settings):
     c, n = _resample(key, successes, trials, num_resamples)
-    return jax.vmap(functools.partial(_fit, **settings))(c, n)
+    return vmap_in_blocks(functools.partial(_fit, **settings), c, n, progress=progress)
 
 
 def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated: bool = False,
                    max_iterations: int = 100, tolerance: float | None = None,
-                   max_trials: int | None = None
+                   max_trials: int | None = None, progress=None
                    ) -> tuple[BetaBinomialFit, SABERFitInfo]:
     """Fits to ``num_resamples`` bootstrap resamples of the prompts, as one ``vmap``.
 
@@ -699,6 +770,8 @@ def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated:
         successes, trials, zero_inflated, max_iterations, tolerance, max_trials: as in
             :func:`fit_beta_binomial`.
         num_resamples: number of resamples ``B``.
+        progress: an optional meter (e.g. :class:`jaxsample.TextProgress`): the resamples are
+            then fitted in 10 blocks, one report per block (the same fits, to round-off).
 
     Returns:
         ``(BetaBinomialFit, SABERFitInfo)`` whose fields have leading axis ``B``.
@@ -714,9 +787,11 @@ def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated:
     key = check_key("key", key)
     successes, trials = _check_counts(successes, trials)
     num_resamples = check_int("num_resamples", num_resamples, 1)
+    progress = check_progress(progress)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
-    return _bootstrap_fits(key, successes, trials, num_resamples=num_resamples, **settings)
+    return _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
+                           progress=progress, **settings)
 
 
 _ESTIMATORS = ("population", "conditional", "anchored")
@@ -752,7 +827,7 @@ def _interval(key, n, successes, trials, level, full, full_info, fits, fit_infos
 def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
                   num_resamples: int = 1000, level=0.95, zero_inflated: bool = False,
                   max_iterations: int = 100, tolerance: float | None = None,
-                  max_trials: int | None = None
+                  max_trials: int | None = None, progress=None
                   ) -> tuple[ASRInterval, SABERIntervalInfo]:
     """A percentile-bootstrap interval of an ASR@N estimate (prompts resampled, model refitted).
 
@@ -769,6 +844,7 @@ def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
         num_resamples: bootstrap replicates.
         level: central coverage in ``(0, 1)`` (a traced value is allowed).
         zero_inflated, max_iterations, tolerance, max_trials: as in :func:`fit_beta_binomial`.
+        progress: an optional meter reporting the bootstrap fits, as in :func:`bootstrap_fits`.
 
     Returns:
         ``(ASRInterval, SABERIntervalInfo)``.
@@ -790,11 +866,12 @@ def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
             np.asarray(n, np.float64)[..., None] < np.asarray(trials, np.float64)):
         raise ValueError("n must be >= trials for the anchored estimator")
     num_resamples = check_int("num_resamples", num_resamples, 1)
+    progress = check_progress(progress)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
     full, full_info = _fit_jit(successes, trials, **settings)
     fits, fit_infos = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
-                                      **settings)
+                                      progress=progress, **settings)
     dtype = successes.dtype
     return _interval(key, n.astype(dtype), successes, trials, level.astype(dtype), full,
                      full_info, fits, fit_infos, estimator=estimator,

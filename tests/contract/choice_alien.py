@@ -7,14 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from contract import KEY, BadInput, Entry
-from jaxsample import choice
+from jaxsample import choice, datasets
 
 
 @functools.cache
 def _world():
     """The world of tests/test_alien.py (9 atoms, 3 topics), built on first use, as NumPy."""
-    world = choice.synthetic_community(jax.random.key(0), num_atoms=9, num_topics=3,
-                                       dtype=jnp.float32)
+    world = datasets.synthetic_community(jax.random.key(0), num_atoms=9, num_topics=3,
+                                         dtype=jnp.float32)
     return np.asarray(world.coherence_logits), np.asarray(world.availability_logits)
 
 

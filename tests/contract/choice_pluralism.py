@@ -46,6 +46,19 @@ def _bootstrap_hyper(dtype):
                                                              num_resamples=4)
 
 
+def _sample(dtype):
+    features = jnp.asarray(_FEATURES, dtype)
+    priorities = jnp.asarray([1.0, -0.5, 2.0], dtype)
+    return lambda key: choice.sample_choices(key, priorities, features, num_samples=8)
+
+
+def _sample_hyper(dtype):
+    features = jnp.asarray(_FEATURES, dtype)
+    priorities = jnp.asarray([1.0, -0.5, 2.0], dtype)
+    return lambda key, beta: choice.sample_choices(key, beta * priorities, features,
+                                                   num_samples=8)
+
+
 ENTRIES = [
     Entry(
         name="choice.pluralism",
@@ -91,7 +104,28 @@ ENTRIES = [
             BadInput(lambda: choice.bootstrap_value_priorities(KEY, _CHOICES, _FEATURES * 1.0,
                                                                num_resamples=1),
                      ValueError, "num_resamples"),
+            BadInput(lambda: choice.bootstrap_value_priorities(KEY, _CHOICES, _FEATURES * 1.0,
+                                                               progress="bar"),
+                     TypeError, "progress"),
         ),
         note="4 bootstrap fits (one vmap of BFGS): keyed, with the legacy-key case; l2 traced",
+    ),
+    Entry(
+        name="choice.pluralism/sample_choices",
+        module="jaxsample.choice.pluralism",
+        build=_sample,
+        hyper=_sample_hyper,
+        hyper_values=(0.5, 3.0),
+        bad_inputs=(
+            BadInput(lambda: choice.sample_choices(None, np.ones(3), _FEATURES * 1.0,
+                                                   num_samples=2), TypeError, "key"),
+            BadInput(lambda: choice.sample_choices(KEY, np.ones(3), _FEATURES * 1.0,
+                                                   num_samples=0), ValueError, "num_samples"),
+            BadInput(lambda: choice.sample_choices(KEY, np.ones(2), _FEATURES * 1.0,
+                                                   num_samples=2), ValueError, "priorities"),
+        ),
+        note="sample_choices(key, priorities, option_features, *, num_samples) -> (choices, "
+             "ChoiceLawInfo): 8 draws on each of the 12 dilemmas, keyed (with the legacy-key "
+             "case); the decisiveness scale of the priorities is traced",
     ),
 ]
