@@ -15,6 +15,11 @@ compilation):
 - :func:`imbalanced_clusters`: Zipf-sized Gaussian clusters, and :func:`random_fourier_features`
   to map them into a Gaussian kernel's feature space (diverse-subset selection).
 
+Discrete data with an exact law (categorical samplers and their exact oracles):
+
+- :func:`sudoku4_grids`: the 288 valid 4×4 Sudoku grids, and :func:`sudoku4_index` to look a
+  token grid up among them (−1 if it is not valid).
+
 Planted worlds of the choice family, each a NamedTuple of arrays:
 
 - :func:`synthetic_panel`: decision-makers of planted value priorities choosing on
@@ -28,6 +33,7 @@ The same key always gives the same points.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from typing import NamedTuple
 
@@ -49,6 +55,8 @@ __all__ = [
     "random_fourier_features",
     "synthetic_community",
     "synthetic_panel",
+    "sudoku4_grids",
+    "sudoku4_index",
     "two_spirals",
 ]
 
@@ -214,6 +222,61 @@ def random_fourier_features(key, points, num_features: int, bandwidth: float) ->
     phase = rng.uniform(0.0, 2 * math.pi, num_features)
     features = math.sqrt(2.0 / num_features) * np.cos(points @ weights + phase)
     return features.astype(points.dtype)
+
+
+_SUDOKU_CELLS = 16
+
+
+@functools.lru_cache(maxsize=1)
+def _sudoku4_table() -> np.ndarray:
+    perms = np.asarray(list(itertools.permutations(range(4))), np.int8)           # (24, 4)
+    rows = np.stack(np.meshgrid(*[np.arange(24)] * 4, indexing="ij"), -1).reshape(-1, 4)
+    grids = perms[rows]                                                            # (n, 4, 4)
+    symbols = np.arange(4)[:, None]
+    columns_ok = np.all(np.sort(grids, axis=1) == symbols, axis=(1, 2))
+    boxes = grids.reshape(-1, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4).reshape(-1, 4, 4)
+    boxes_ok = np.all(np.sort(boxes, axis=2) == symbols.T, axis=(1, 2))
+    valid = grids[columns_ok & boxes_ok].reshape(-1, _SUDOKU_CELLS).astype(np.int32)
+    return valid[np.argsort(_sudoku4_codes(valid))]
+
+
+def _sudoku4_codes(tokens):
+    return (tokens.astype(np.uint64) * (4 ** np.arange(_SUDOKU_CELLS, dtype=np.uint64))).sum(-1)
+
+
+def sudoku4_grids() -> np.ndarray:
+    """The 288 valid 4×4 Sudoku grids as ``(288, 16)`` int32 tokens in 0..3 (row-major cells).
+
+    Each row, column and 2×2 box holds every symbol once; the grids are sorted by their base-4
+    code (cell i weighs 4**i), the order :func:`sudoku4_index` reports. A fresh copy each call.
+
+    Example:
+        >>> grids = sudoku4_grids()
+        >>> grids.shape, grids[0].reshape(4, 4)[0].tolist()
+        ((288, 16), [0, 1, 2, 3])
+    """
+    return _sudoku4_table().copy()
+
+
+@jax.jit
+def sudoku4_index(tokens: jax.Array) -> jax.Array:
+    """Index in :func:`sudoku4_grids` of each ``(..., 16)`` token grid, −1 if it is not valid.
+
+    Jittable (base-4 codes in uint32, a sorted search).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> grids = jnp.asarray(sudoku4_grids())
+        >>> sudoku4_index(grids[:3]).tolist(), int(sudoku4_index(jnp.zeros(16, jnp.int32)))
+        ([0, 1, 2], -1)
+    """
+    codes_sorted = jnp.asarray(_sudoku4_codes(_sudoku4_table()).astype(np.uint32))
+    tokens = jnp.asarray(tokens).astype(jnp.uint32)
+    powers = jnp.asarray(4 ** np.arange(_SUDOKU_CELLS, dtype=np.uint64), jnp.uint32)
+    powers = powers.reshape((1,) * (tokens.ndim - 1) + (_SUDOKU_CELLS,))
+    codes = jnp.sum(tokens * powers, axis=-1, dtype=jnp.uint32)
+    position = jnp.clip(jnp.searchsorted(codes_sorted, codes), 0, codes_sorted.shape[0] - 1)
+    return jnp.where(codes_sorted[position] == codes, position, -1).astype(jnp.int32)
 
 
 # ------------------------------------------------------------------------------------------------

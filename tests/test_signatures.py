@@ -32,33 +32,6 @@ FAMILIES = ("particles", "diffusion", "gaussian", "softmax", "subset", "risk", "
 
 # public callable (where defined) -> how it deviates today
 _PENDING = {
-    "jaxsample.diagnostics.diagnose.diagnose": "returns Diagnosis",
-    "jaxsample.diffusion._oracles.sudoku4_grids": "returns np.ndarray",
-    "jaxsample.diffusion._oracles.sudoku4_index": "returns jax.Array",
-    "jaxsample.diffusion._priors.ring_of_gaussians":
-        "count num_components is not keyword-only; returns GaussianMixturePrior",
-    "jaxsample.diffusion._priors.time_posterior_kl": "no return annotation",
-    "jaxsample.diffusion._vp.time_grid": "count num_steps is not keyword-only; returns jax.Array",
-    "jaxsample.diffusion.guidance.classifier_guidance": "returns ClassifierGuidance",
-    "jaxsample.diffusion.guidance.dps_guidance": "returns DPSGuidance",
-    "jaxsample.diffusion.guidance.fiber_cost": "returns FiberCost",
-    "jaxsample.diffusion.guidance.fiber_guidance": "returns DPSGuidance",
-    "jaxsample.diffusion.guidance.tag": "returns TAG",
-    "jaxsample.mcmc.stopping.poisson_td_loss": "no return annotation",
-    "jaxsample.particles._tilt.exact_tilt": "returns ExactTilt",
-    "jaxsample.particles._tilt.plugin_tilt": "returns Tilt",
-    "jaxsample.particles.baselines.svgd": "no return annotation",
-    "jaxsample.particles.mmsold.moment_targets": "returns MomentTargets",
-    "jaxsample.particles.mmsold.sample_kde":
-        "count num_samples is not keyword-only; returns jax.Array",
-    "jaxsample.subset.coverage.coverage": "returns jax.Array",
-    "jaxsample.subset.coverage.prepare_incidence": "no return annotation",
-    "jaxsample.subset.coverage.sparse_incidence":
-        "count num_sets is not keyword-only; returns PaddedIncidence",
-    "jaxsample.subset.ksubset.conditional_poisson": "returns jax.Array",
-    "jaxsample.subset.ksubset.fit_weights": "no return annotation",
-    "jaxsample.subset.ksubset.inclusion_probabilities": "returns jax.Array",
-    "jaxsample.subset.leverage.vendi_score": "returns jax.Array",
 }
 
 
