@@ -4,6 +4,7 @@ Shapes, dtypes, jit/vmap and bad inputs are in the contract entry
 (tests/contract/decision_psrl.py).
 """
 
+import io
 import itertools
 import math
 
@@ -11,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import jaxsample
 from jaxsample.decision import TabularMDP, run_psrl, run_ucbvi
 from jaxsample.kernels.tabular import dirichlet
 
@@ -100,8 +102,11 @@ def test_all_actions_optimal_gives_zero_regret():
 def test_counts_grow_by_exactly_the_trajectory():
     mdp = TabularMDP.riverswim(num_states=3, horizon=4)
     start = jax.random.randint(jax.random.key(1), (1, 3, 2, 3), 0, 5)
+    meter = jaxsample.TextProgress(every=1, file=io.StringIO())
     counts, info = run_psrl(jax.random.key(3), mdp, num_episodes=_EPISODES, variant="pi0",
-                            initial_counts=start, store_trajectories=True)
+                            initial_counts=start, store_trajectories=True, progress=meter)
+    jax.effects_barrier()
+    assert meter.steps_reported == list(range(1, _EPISODES + 1))  # one report per episode
     states, actions = np.asarray(info.states), np.asarray(info.actions)
     expected = np.asarray(start).copy()
     for k in range(_EPISODES):

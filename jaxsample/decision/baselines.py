@@ -40,9 +40,9 @@ __all__ = ["gp_ucb_run", "run_ucbvi"]
 
 
 @functools.partial(jax.jit, static_argnames=("num_episodes", "homogeneous",
-                                             "store_trajectories"))
+                                             "store_trajectories", "progress"))
 def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes, homogeneous,
-               store_trajectories):
+               store_trajectories, progress=None):
     transitions, rewards, initial = mdp_arrays
     horizon, s, a, _ = transitions.shape
     dtype = rewards.dtype
@@ -53,7 +53,8 @@ def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes
     cap = jnp.arange(horizon, 0, -1).astype(dtype)[:, None, None]  # H − h + 1
     scale = jnp.asarray(1e-6 * horizon, dtype)
 
-    def episode(counts, key_k):
+    def episode(counts, xs):
+        index, key_k = xs
         with jax.named_scope("ucbvi_episode"):
             visits = tabular.stagewise(jnp.sum(counts, axis=-1), horizon).astype(dtype)
             p_hat = tabular.stagewise(tabular.empirical_transitions(counts, dtype), horizon)
@@ -73,10 +74,13 @@ def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes
                 mdp_arrays, v_star, played, key_k, counts, homogeneous)
             if not store_trajectories:
                 states, actions = states[:0], actions[:0]
+            if progress is not None:
+                progress.report(index + 1, num_episodes)
             return counts, (regret, regret <= scale * jnp.maximum(v_star, 1), states, actions)
 
     keys = jax.random.split(key, num_episodes)
-    counts, (regret, optimal, states, actions) = jax.lax.scan(episode, initial_counts, keys)
+    counts, (regret, optimal, states, actions) = jax.lax.scan(
+        episode, initial_counts, (jnp.arange(num_episodes, dtype=jnp.int32), keys))
     nonfinite = ~jnp.all(jnp.isfinite(regret)) | ~jnp.isfinite(v_star)
     explored = jnp.zeros((num_episodes,), bool)
     return counts, PSRLInfo(regret, explored, optimal, jnp.zeros((), jnp.int32), states, actions,
@@ -85,7 +89,7 @@ def _run_ucbvi(key, mdp_arrays, bonus_scale, delta, initial_counts, num_episodes
 
 def run_ucbvi(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, bonus_scale=1.0,
               delta=0.1, homogeneous: bool = True, initial_counts=None,
-              store_trajectories: bool = False) -> tuple[jax.Array, PSRLInfo]:
+              store_trajectories: bool = False, progress=None) -> tuple[jax.Array, PSRLInfo]:
     """UCBVI-Hoeffding for ``num_episodes`` episodes; the same record as :func:`run_psrl`.
 
     Args:
@@ -98,6 +102,7 @@ def run_ucbvi(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, bonus_scale
         homogeneous: share counts across stages.
         initial_counts: as in :func:`run_psrl`.
         store_trajectories: as in :func:`run_psrl`.
+        progress: an optional meter, as in :func:`run_psrl`.
 
     Returns:
         ``(counts, info)`` as :func:`~jaxsample.decision.run_psrl` (``info.explored`` all False,
@@ -111,13 +116,14 @@ def run_ucbvi(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, bonus_scale
         (20,)
     """
     key, num_episodes, initial_counts = check_run_arguments(key, mdp, num_episodes,
-                                                            initial_counts, homogeneous)
+                                                            initial_counts, homogeneous, progress)
     bonus_scale = check_hyperparameter("bonus_scale", bonus_scale, positive=False)
     delta = check_hyperparameter("delta", delta, maximum=1.0)
     if is_concrete(delta) and float(delta) >= 1.0:
         raise ValueError(f"delta must be in (0, 1), got {float(delta)}")
     return _run_ucbvi(key, (mdp.transitions, mdp.rewards, mdp.initial), bonus_scale, delta,
-                      initial_counts, num_episodes, bool(homogeneous), bool(store_trajectories))
+                      initial_counts, num_episodes, bool(homogeneous), bool(store_trajectories),
+                      progress)
 
 
 @functools.partial(jax.jit, static_argnames=("objective", "dim", "num_iterations", "num_initial",

@@ -45,6 +45,7 @@ from jaxsample._checks import (
     check_hyperparameter,
     check_int,
     check_key,
+    check_progress,
     check_simplex,
     is_concrete,
 )
@@ -268,9 +269,10 @@ def episode_outputs(mdp_arrays, v_star, probs_played, key, counts, homogeneous):
 
 @functools.partial(jax.jit, static_argnames=("num_episodes", "variant", "explore_policy",
                                              "disagreement", "homogeneous",
-                                             "store_trajectories"))
+                                             "store_trajectories", "progress"))
 def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, num_episodes,
-              variant, explore_policy, disagreement, homogeneous, store_trajectories):
+              variant, explore_policy, disagreement, homogeneous, store_trajectories,
+              progress=None):
     transitions, rewards, initial = mdp_arrays
     horizon, s, a, _ = transitions.shape
     dtype = rewards.dtype
@@ -280,7 +282,8 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
     v_star = initial @ v_star_all[0]
     scale = jnp.asarray(1e-6 * horizon, dtype)
 
-    def episode(counts, key_k):
+    def episode(counts, xs):
+        index, key_k = xs
         with jax.named_scope("psrl_episode"):
             key_post, key_roll = jax.random.split(key_k)
             p_hat = tabular.stagewise(tabular.empirical_transitions(counts, dtype), horizon)
@@ -308,19 +311,22 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
                 mdp_arrays, v_star, played, key_roll, counts, homogeneous)
             if not store_trajectories:
                 states, actions = states[:0], actions[:0]
+            if progress is not None:
+                progress.report(index + 1, num_episodes)
             return counts, (regret, explore, regret <= scale * jnp.maximum(v_star, 1),
                             states, actions)
 
     keys = jax.random.split(key, num_episodes)
     counts, (regret, explored, optimal, states, actions) = jax.lax.scan(
-        episode, initial_counts, keys)
+        episode, initial_counts, (jnp.arange(num_episodes, dtype=jnp.int32), keys))
     nonfinite = ~jnp.all(jnp.isfinite(regret)) | ~jnp.isfinite(v_star)
     return counts, PSRLInfo(regret, explored, optimal, jnp.sum(explored).astype(jnp.int32),
                             states, actions, nonfinite)
 
 
-def check_run_arguments(key, mdp, num_episodes, initial_counts, homogeneous):
+def check_run_arguments(key, mdp, num_episodes, initial_counts, homogeneous, progress):
     """The checks of :func:`run_psrl` and the UCBVI baseline's shared arguments."""
+    check_progress(progress)
     key = check_key("key", key)
     if not isinstance(mdp, TabularMDP):
         raise TypeError(f"mdp must be a TabularMDP, got {type(mdp).__name__}")
@@ -338,7 +344,7 @@ def check_run_arguments(key, mdp, num_episodes, initial_counts, homogeneous):
 def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str = "psrl",
              explore_policy: str = "reference", disagreement: str = "reachable",
              reference_policy=None, prior=1.0, gap_threshold=1e-6, homogeneous: bool = True,
-             initial_counts=None, store_trajectories: bool = False
+             initial_counts=None, store_trajectories: bool = False, progress=None
              ) -> tuple[jax.Array, PSRLInfo]:
     """PSRL or π0-PSRL for ``num_episodes`` episodes on ``mdp``; exact per-episode regret.
 
@@ -363,6 +369,8 @@ def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str
         initial_counts: ``(Hc, S, A, S)`` integer counts to start from (``Hc = 1`` when
             homogeneous, else H); None = zeros.
         store_trajectories: also return every episode's states and actions.
+        progress: an optional meter (e.g. :class:`jaxsample.TextProgress`) reporting episodes
+            from inside the compiled scan.
 
     Returns:
         ``(counts, info)``: the ``(Hc, S, A, S)`` int32 final transition counts (``Hc = 1`` when
@@ -377,7 +385,7 @@ def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str
         ((50,), True)
     """
     key, num_episodes, initial_counts = check_run_arguments(key, mdp, num_episodes,
-                                                            initial_counts, homogeneous)
+                                                            initial_counts, homogeneous, progress)
     variant = check_choice("variant", variant, VARIANTS)
     explore_policy = check_choice("explore_policy", explore_policy, EXPLORE_POLICIES)
     disagreement = check_choice("disagreement", disagreement, DISAGREEMENTS)
@@ -399,4 +407,4 @@ def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str
             raise ValueError("reference_policy must hold action laws summing to 1")
     return _run_psrl(key, (mdp.transitions, mdp.rewards, mdp.initial), reference, prior,
                      gap_threshold, initial_counts, num_episodes, variant, explore_policy,
-                     disagreement, bool(homogeneous), bool(store_trajectories))
+                     disagreement, bool(homogeneous), bool(store_trajectories), progress)
