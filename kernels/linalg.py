@@ -1,5 +1,5 @@
 """Small dense linear algebra shared by the samplers: shrunk covariances, a Cholesky that does not
-fail, norm clipping, and the effective rank of a point cloud.
+fail, the inverse of a triangular factor, norm clipping, and the effective rank of a point cloud.
 
 Inputs are valid (the public entry point checked them); every function keeps the input dtype and
 is jittable and vmappable.
@@ -10,7 +10,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["clip_by_norm", "effective_rank", "ledoit_wolf", "safe_cholesky"]
+__all__ = ["clip_by_norm", "effective_rank", "ledoit_wolf", "safe_cholesky",
+           "triangular_inverse"]
 
 
 def ledoit_wolf(x: jax.Array, shrinkage=None) -> jax.Array:
@@ -67,6 +68,29 @@ def safe_cholesky(cov: jax.Array) -> tuple[jax.Array, jax.Array]:
     ok = jnp.all(jnp.isfinite(chol))
     fallback = jnp.diag(jnp.sqrt(jnp.maximum(jnp.diagonal(cov), jitter)))
     return jnp.where(ok, chol, fallback), ~ok
+
+
+def triangular_inverse(factor: jax.Array, *, lower: bool = True) -> jax.Array:
+    """``factor⁻¹`` of a ``(d, d)`` triangular matrix, to apply to many right-hand sides as a
+    matmul: ``x @ triangular_inverse(L).T`` solves ``L uᵢ = xᵢ`` for every row of ``x`` ``(n, d)``.
+
+    Why not ``solve_triangular(L, x.T)``: on XLA:CPU that lowers to one LAPACK ``trsm`` call whose
+    result comes back column-major, and inside a larger program the layout change spreads into
+    its consumers. Measured on ETD's step (N = 100 particles, 2 500 proposals, d = 20, one
+    Sinkhorn iteration): the solve of the 100 × 20 whitening cost ~12 ms of CPU time per step
+    against 0.01 ms when timed alone; the ``d × d`` inverse and a matmul cost nothing
+    measurable, and the same held for the Cholesky-QR of ``kernels.stiefel`` (~200× at d = 2).
+    Forming the inverse is as accurate as the solve for the well-conditioned factors the
+    samplers use (a Cholesky factor of a shrunk covariance; relative error ``O(κ(L)·ε)``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> inv = triangular_inverse(jnp.array([[2.0, 0.0], [1.0, 1.0]]))
+        >>> inv.tolist()
+        [[0.5, 0.0], [-0.5, 1.0]]
+    """
+    identity = jnp.eye(factor.shape[-1], dtype=factor.dtype)
+    return jax.scipy.linalg.solve_triangular(factor, identity, lower=lower)
 
 
 def clip_by_norm(v: jax.Array, max_norm: jax.Array) -> jax.Array:

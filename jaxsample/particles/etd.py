@@ -514,10 +514,10 @@ _IDENTITY = _Whitening(_identity, _identity, _identity)
 
 
 def _factor_whitening(chol):
-    return _Whitening(
-        lambda v: jax.scipy.linalg.solve_triangular(chol, v.T, lower=True).T,
-        lambda u: u @ chol.T,
-        lambda s: s @ chol)
+    # L⁻¹ as a matmul (kernels.linalg.triangular_inverse): a triangular solve with the particles
+    # as right-hand sides made the preconditioned step ~2-4x the unpreconditioned one on CPU
+    inverse = linalg.triangular_inverse(chol)
+    return _Whitening(lambda v: v @ inverse.T, lambda u: u @ chol.T, lambda s: s @ chol)
 
 
 def _scale_whitening(factor):

@@ -34,6 +34,23 @@ def test_safe_cholesky_exact_and_fallback(dtype):
     assert bool(fell_back) and bool(jnp.all(jnp.isfinite(factor)))
 
 
+@pytest.mark.parametrize("lower", [True, False])
+def test_triangular_inverse_solves_every_row(dtype, lower):
+    d = 6
+    a = jax.random.normal(jax.random.key(3), (d, d), dtype)
+    factor = jnp.linalg.cholesky(a @ a.T + d * jnp.eye(d, dtype=dtype))
+    factor = factor if lower else factor.T
+    inverse = linalg.triangular_inverse(factor, lower=lower)
+    assert inverse.dtype == dtype
+    x = jax.random.normal(jax.random.key(4), (50, d), dtype)
+    u = x @ inverse.T
+    # the rows solve factor @ u_i = x_i to round-off (cond(factor) is O(1) here)
+    tol = 50 * jnp.finfo(dtype).eps * float(jnp.max(jnp.abs(x)))
+    np.testing.assert_allclose(np.asarray(u @ factor.T), np.asarray(x), atol=tol)
+    reference = jax.scipy.linalg.solve_triangular(factor, x.T, lower=lower).T
+    np.testing.assert_allclose(np.asarray(u), np.asarray(reference), atol=tol)
+
+
 def test_clip_by_norm():
     v = jnp.array([[3.0, 4.0], [0.3, 0.4]])
     np.testing.assert_allclose(linalg.clip_by_norm(v, jnp.asarray(1.0)),
