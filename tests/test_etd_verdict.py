@@ -66,7 +66,8 @@ def test_planted_failure_raises_collapsed(mode):
              "effective_rank": (0.1 * min(39, D), None), "stein_ratio_min": (0.3, None)}[evidence]
     low, high = limit
     assert value < low or (high is not None and value > high), (mode, evidence, value)
-    report = diagnose(info)
+    report, stats = diagnose(info)
+    assert int(stats.collapsed_steps) > 0 and not bool(stats.nonfinite)
     assert not report.ok and any("collapsed" in p for p in report.problems), str(report)
     assert any("mutation_steps" in p for p in report.problems)
 
@@ -80,8 +81,9 @@ def test_healthy_run_is_not_flagged_and_diagnose_is_quiet():
     # Stein ratio of a sample of N(0, I3) from 40 particles: sd about sqrt(2/(40*3)) = 0.13;
     # the mean over the last 10 steps lies well inside [0.6, 1.6]
     assert 0.6 < float(jnp.mean(info.stein_ratio[-10:])) < 1.6
-    report = diagnose(info)
+    report, stats = diagnose(info)
     assert report.ok, str(report)
+    assert float(stats.steps) == 30 and 0.6 < float(stats.stein_ratio) < 1.6
 
 
 def test_eager_run_warns_once_and_traced_run_keeps_the_flag():
@@ -105,13 +107,16 @@ def test_diagnose_reads_any_trace():
         "solver": jaxsample.SolverStats.of(np.full(steps, 200), converged=np.zeros(steps, bool)),
         "weight_temperature": np.full(steps, 0.01),
     }
-    report = diagnose(trace)
+    report, stats = diagnose(trace)
     text = str(report)
+    assert bool(stats.nonfinite) and float(stats.solver_failures) == steps
+    assert np.isnan(float(stats.stein_ratio))  # not in this trace
     assert not report.ok and len(report.problems) == 4, text
     assert "step 39" in text and "step size" in text and "max_iterations" in text
     # chains that disagree: two chains around different means
     chains = np.stack([np.random.default_rng(0).normal(m, 1.0, 200) for m in (0.0, 3.0)])
-    report = diagnose({}, samples=chains)
+    report, stats = diagnose({}, samples=chains)
+    assert float(stats.max_rhat) > 1.01
     assert any("R-hat" in p for p in report.problems)
 
 

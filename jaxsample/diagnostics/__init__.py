@@ -17,6 +17,7 @@ from jaxsample.diagnostics.chains import RhatInfo as RhatInfo
 from jaxsample.diagnostics.chains import ess as ess
 from jaxsample.diagnostics.chains import rhat as rhat
 from jaxsample.diagnostics.diagnose import Diagnosis as Diagnosis
+from jaxsample.diagnostics.diagnose import DiagnosisInfo as DiagnosisInfo
 from jaxsample.diagnostics.diagnose import diagnose as diagnose
 from jaxsample.diagnostics.distances import DAMVInfo as DAMVInfo
 from jaxsample.diagnostics.distances import EnergyDistanceInfo as EnergyDistanceInfo
@@ -27,6 +28,6 @@ from jaxsample.diagnostics.distances import energy_distance as energy_distance
 from jaxsample.diagnostics.distances import mmd as mmd
 from jaxsample.diagnostics.distances import sliced_wasserstein as sliced_wasserstein
 
-__all__ = ["DAMVInfo", "Diagnosis", "ESSInfo", "EnergyDistanceInfo", "MMDInfo", "RhatInfo",
+__all__ = ["DAMVInfo", "Diagnosis", "DiagnosisInfo", "ESSInfo", "EnergyDistanceInfo", "MMDInfo", "RhatInfo",
            "SlicedWassersteinInfo", "damv", "diagnose", "energy_distance", "ess", "mixing", "mmd",
            "rhat", "sliced_wasserstein"]

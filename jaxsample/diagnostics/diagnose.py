@@ -6,8 +6,10 @@ Every jaxsample Info records the evidence per step (``nonfinite``, ``collapsed``
 ``weight_ess``, ``stein_ratio``, ``acceptance_rate``, ``solver``…); :func:`diagnose` reads
 whichever of those fields a trace has (so it serves every iterative sampler, and BlackJAX's
 infos where the field names agree), optionally with the draws of several chains for R̂ and ESS
-(:mod:`jaxsample.diagnostics.chains`), and returns a :class:`Diagnosis` whose text names each
-problem with its remedy. It runs eagerly on concrete arrays (a report, not a jittable kernel).
+(:mod:`jaxsample.diagnostics.chains`), and returns ``(Diagnosis, DiagnosisInfo)`` — the
+library's deterministic-estimator shape: the :class:`Diagnosis` text names each problem with its
+remedy, the :class:`DiagnosisInfo` holds the statistics the verdict was drawn from. It runs
+eagerly on concrete arrays (a report, not a jittable kernel).
 
 Thresholds (stated, not tuned): Stein ratio outside ``[0.6, 1.6]`` over the last quarter
 (ETD's default band: about sd ratios 0.77–1.26 on a Gaussian); mean score bias above 0.05 (the
@@ -27,28 +29,60 @@ from jaxsample._solver import RESULTS
 from jaxsample.diagnostics.chains import ess as chain_ess
 from jaxsample.diagnostics.chains import rhat as chain_rhat
 
-__all__ = ["Diagnosis", "diagnose"]
+__all__ = ["Diagnosis", "DiagnosisInfo", "diagnose"]
 
 
 class Diagnosis(NamedTuple):
-    """What :func:`diagnose` found.
+    """What :func:`diagnose` found, in words; ``print(diagnosis)`` gives the report.
 
     Attributes:
         ok: no problem found.
         problems: one sentence per problem: what was seen, with numbers, and the remedy.
-        summary: the statistics the verdict was drawn from (field name -> float).
+        summary: the statistics the verdict was drawn from, as one line of text (the numbers
+            are in :class:`DiagnosisInfo`).
     """
 
     ok: bool
     problems: tuple[str, ...]
-    summary: dict[str, float]
+    summary: str
 
     def __str__(self) -> str:
         head = "no problem found" if self.ok else f"{len(self.problems)} problem(s) found"
-        stats = ", ".join(f"{k} {v:.3g}" for k, v in self.summary.items())
-        lines = [f"diagnose: {head} ({stats})" if stats else f"diagnose: {head}"]
+        lines = [f"diagnose: {head} ({self.summary})" if self.summary else f"diagnose: {head}"]
         lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
+
+
+class DiagnosisInfo(NamedTuple):
+    """The statistics :func:`diagnose` read (NaN where the trace has no such field).
+
+    Attributes:
+        steps: number of steps in the trace.
+        nonfinite_steps: steps whose Info flagged non-finite values.
+        collapsed_steps: steps with the collapse verdict raised.
+        stein_ratio: mean Stein ratio over the last quarter.
+        score_bias: mean score bias over the last quarter.
+        weight_ess: median importance-weight ESS over the last half.
+        weight_temperature: mean weight-guard temperature β over the last half.
+        acceptance_rate: mean Metropolis acceptance over the last half.
+        solver_failures: steps whose inner solver missed its tolerance.
+        max_rhat: largest R̂ over the coordinates (with ``samples``).
+        min_ess: smallest bulk ESS over the coordinates (with ``samples``).
+        nonfinite: the trace or the draws held non-finite values.
+    """
+
+    steps: np.ndarray
+    nonfinite_steps: np.ndarray
+    collapsed_steps: np.ndarray
+    stein_ratio: np.ndarray
+    score_bias: np.ndarray
+    weight_ess: np.ndarray
+    weight_temperature: np.ndarray
+    acceptance_rate: np.ndarray
+    solver_failures: np.ndarray
+    max_rhat: np.ndarray
+    min_ess: np.ndarray
+    nonfinite: np.ndarray
 
 
 def _field(trace, name):
@@ -88,7 +122,7 @@ def _steps(flags: np.ndarray) -> str:
     return f"{idx.size} steps, first {idx[0]}, last {idx[-1]}"
 
 
-def diagnose(trace: Any, *, samples=None) -> Diagnosis:
+def diagnose(trace: Any, *, samples=None) -> tuple[Diagnosis, DiagnosisInfo]:
     """Diagnose a run from its trace (and optionally its chains' draws).
 
     Args:
@@ -101,7 +135,8 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
             from several chains: adds R̂ and bulk ESS.
 
     Returns:
-        A :class:`Diagnosis`; ``print(diagnosis)`` gives the report.
+        ``(diagnosis, info)``: ``print(diagnosis)`` gives the report; ``info`` holds the
+        statistics (:class:`DiagnosisInfo`).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -111,8 +146,9 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
         >>> state, trace = jaxsample.run(jax.random.key(1), alg,
         ...                              alg.init(jax.random.normal(jax.random.key(0), (40, 2))),
         ...                              num_steps=30)
-        >>> diagnose(trace).ok
-        True
+        >>> diagnosis, info = diagnose(trace)
+        >>> diagnosis.ok, int(info.collapsed_steps)
+        (True, 0)
     """
     problems: list[str] = []
     summary: dict[str, float] = {}
@@ -209,9 +245,11 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
                 f"({100 * failed.mean():.0f}% of steps): raise max_iterations or loosen "
                 "tolerance (for Sinkhorn: raise epsilon)")
 
+    nonfinite_draws = False
     if samples is not None:
         r = np.asarray(chain_rhat(samples)[0])
         e = np.asarray(chain_ess(samples)[0])
+        nonfinite_draws = not (np.all(np.isfinite(samples)))
         summary["max_rhat"] = float(np.max(r))
         summary["min_ess"] = float(np.min(e))
         if np.max(r) > 1.01:
@@ -224,4 +262,9 @@ def diagnose(trace: Any, *, samples=None) -> Diagnosis:
 
     if num_steps is not None:
         summary["steps"] = float(num_steps)
-    return Diagnosis(not problems, tuple(problems), summary)
+    stats = {name: np.asarray(summary.get(name, np.nan), np.float64)
+             for name in DiagnosisInfo._fields if name != "nonfinite"}
+    info = DiagnosisInfo(**stats, nonfinite=np.asarray(
+        nonfinite_draws or summary.get("nonfinite_steps", 0.0) > 0))
+    text = ", ".join(f"{k} {v:.3g}" for k, v in summary.items())
+    return Diagnosis(not problems, tuple(problems), text), info
