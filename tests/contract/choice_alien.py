@@ -38,9 +38,11 @@ def _sir(**kwargs):
     return choice.tilted_sample(KEY, *_world(), num_samples=4, method="sir", **kwargs)
 
 
-def _exact(coherence_scale=1.0, atoms=9, **kwargs):
+def _exact(infinite=False, atoms=9, **kwargs):
     coherence, availability = _world()
-    return choice.tilted_sample(KEY, coherence * coherence_scale, availability[:, :atoms],
+    if infinite:
+        coherence = np.where(np.eye(len(coherence), dtype=bool), np.inf, coherence)
+    return choice.tilted_sample(KEY, coherence, availability[:, :atoms],
                                 num_samples=4,
                                 **kwargs)
 
@@ -55,7 +57,7 @@ ENTRIES = [
         rtol=1e-4,
         bad_inputs=(
             BadInput(lambda: _sir(a=0.0, b=0.0), ValueError, "a = b = 0 with method='sir'"),
-            BadInput(lambda: _exact(coherence_scale=np.inf), ValueError,
+            BadInput(lambda: _exact(infinite=True), ValueError,
                      "coherence_logits must be finite"),
             BadInput(lambda: _exact(atoms=5), ValueError, "coherence_logits must have shape"),
             BadInput(lambda: _exact(method="mcmc"), ValueError, "method"),
