@@ -201,9 +201,11 @@ def sample(
     ``jumps="bernoulli"`` with the default ``jump_probability="clipped"``, ``last_step="jump"``,
     and for a UDLM checkpoint ``process=DTMC(kernel="plugin")``. jaxsample's own choices, with the
     reason: ``last_step="denoise"`` by default (it never leaves a position on a noise token or a
-    blacklisted one; measured sequence TV 0.176 vs 0.191 for the SHS schedule kept to the end at
-    NFE 8 on the toy chain); ``DTMC(kernel="posterior")`` by default (the exact reverse step
-    whenever the denoiser is the true posterior, as with :class:`MarkovChainData`); the
+    blacklisted one; measured exact sequence TV of SHS at NFE 8 on the K = 3, L = 6 test chain,
+    20 000 samples: 0.173 vs 0.192 with the schedule kept to the end for the DTMC, 0.172 vs 0.196
+    for the flow, 0.172 vs 0.194 for the CTMC); ``DTMC(kernel="posterior")`` by default (the
+    exact reverse step whenever the denoiser is the true posterior, as with
+    :class:`MarkovChainData`); the
     ``"weyl"``/``"weyl_window"`` rules and the CTMC/flow processes are jaxsample's additions.
 
     All rules split each step's key the same way, so with one seed they share the destination
