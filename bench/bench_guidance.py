@@ -29,8 +29,11 @@ import numpy as np
 import scipy.stats
 from harness import BenchTable, Row, time_fn
 
+from jaxsample.datasets import ring_of_gaussians
 from jaxsample.diagnostics import mmd
 from jaxsample.diffusion import guidance
+from jaxsample.kernels.guidance import time_grid
+from jaxsample.targets import GaussianMixture
 
 STD = 0.1
 OMEGAS = (0.0, 0.5, 1.0, 2.0)
@@ -38,10 +41,11 @@ OMEGAS = (0.0, 0.5, 1.0, 2.0)
 
 def _ring_table(dim, num_samples, num_steps, train_steps, chunk_size=None):
     """Classifier guidance ×10 with TAG; ``train_steps = 0`` skips the learned predictor."""
-    prior = guidance.ring_of_gaussians(8, dim=dim, std=STD)
+    prior = ring_of_gaussians(num_components=8, dim=dim, std=STD)
     schedule = guidance.VPSchedule("linear")
-    grid = guidance.time_grid(num_steps)
-    predictors = {"exact": prior.time_predictor(schedule, grid)}
+    noised = guidance.NoisedMixture(prior, schedule)
+    grid = time_grid(num_steps)
+    predictors = {"exact": noised.time_predictor(grid)}
     if train_steps:
         t0 = time.perf_counter()
         learned, train_info = guidance.train_time_predictor(
@@ -50,21 +54,22 @@ def _ring_table(dim, num_samples, num_steps, train_steps, chunk_size=None):
             learning_rate=3e-3)
         jax.block_until_ready(train_info.losses)
         train_seconds = time.perf_counter() - t0
-        kl, kl_se = guidance.time_posterior_kl(jax.random.key(3), prior, learned, schedule, grid)
+        kl, kl_info = guidance.time_posterior_kl(jax.random.key(3), prior, learned, schedule,
+                                                 grid)
         predictors["learned"] = learned
     x_T = jax.random.normal(jax.random.key(4), (num_samples, dim))
     target = prior.means[:1] + STD * jax.random.normal(jax.random.key(5), (num_samples, dim))
     bound = scipy.stats.chi2.ppf(1 - np.exp(-4.5), dim)
-    classifier = prior.classifier(schedule, 0)
+    classifier = noised.classifier(0)
 
     def sampler(predictor):
         @jax.jit
         def run(omega):
             return guidance.sample(
-                jax.random.key(6), prior.eps_model(schedule), schedule, x_T,
+                jax.random.key(6), noised, schedule, x_T,
                 num_steps=num_steps, chunk_size=chunk_size,
-                guidance=[guidance.classifier_guidance(classifier, 10.0),
-                          guidance.tag(predictor, omega)])
+                guidance=[guidance.ClassifierGuidance(classifier, 10.0),
+                          guidance.TAG(predictor, omega)])
         return run
 
     @jax.jit
@@ -89,7 +94,8 @@ def _ring_table(dim, num_samples, num_steps, train_steps, chunk_size=None):
     if train_steps:
         notes.append(f"Learned predictor: MLP 64×2 on (x, ‖x‖²/d), {train_steps} Adam steps on "
                      f"8192 prior draws ({train_seconds:.1f} s); KL(exact ‖ learned) = "
-                     f"{float(kl):.3f} ± {float(kl_se):.3f} nats over (τ, x_τ) pairs.")
+                     f"{float(kl):.3f} ± {float(kl_info.standard_error):.3f} nats over "
+                     "(τ, x_τ) pairs.")
     for name in predictors:
         base_p, base_d = precision[name, 0.0], distance[name, 0.0]
         best = max(OMEGAS[1:], key=lambda o: (precision[name, o], -distance[name, o]))
@@ -109,28 +115,28 @@ def _fiber_problem():
     means = rng.normal(size=(k, dim))
     root = rng.normal(size=(k, dim, dim)) / np.sqrt(dim)
     cov = 0.1 * root @ np.swapaxes(root, 1, 2) + 0.05 * np.eye(dim)
-    prior = guidance.GaussianMixturePrior(*(jnp.asarray(a, jnp.float32) for a in (
-        np.array([0.3, 0.3, 0.2, 0.2]), means, cov)))
+    prior = GaussianMixture(*(jnp.asarray(a, jnp.float32) for a in (
+        means, cov, np.array([0.3, 0.3, 0.2, 0.2]))))
     query = 0.5 * (prior.means[0] + prior.means[1])
     matrix = jnp.eye(2, dim, dtype=jnp.float32)
-    return prior, query, matrix, prior.condition_linear(matrix, matrix @ query)
+    return prior, query, matrix, guidance.LinearFiberLaw(prior, matrix, matrix @ query)
 
 
 def _fiber_table(num_samples, evals, ndtm_configs, dps_weights, abc_draws):
     """``ndtm_configs``: (inner steps M, w_term, λ); N = evals/(M + 1) diffusion steps each."""
     prior, query, matrix, fiber = _fiber_problem()
     schedule = guidance.VPSchedule("linear")
-    eps = prior.eps_model(schedule)
-    cost = guidance.fiber_cost(lambda x: x[:2], query)
+    eps = guidance.NoisedMixture(prior, schedule)
+    cost = guidance.FiberCost(lambda x: x[:2], query)
     x_T = jax.random.normal(jax.random.key(1), (num_samples, prior.dim))
     exact = fiber.sample(jax.random.key(2), num_samples)
-    exact_weights = np.exp(np.asarray(fiber.log_weights))
+    exact_weights = np.asarray(fiber.weights)
 
     @jax.jit
     def metrics(x, exact):
         residual = jnp.mean(jnp.linalg.norm(x[:, :2] - query[None, :2], axis=1))
-        labels = jnp.argmax(jax.vmap(lambda y: prior.component_log_posterior(
-            y, schedule, jnp.float32(1e-4)))(x), axis=1)
+        labels = jnp.argmax(jax.vmap(lambda y: eps.component_log_posterior(
+            y, jnp.float32(1e-4)))(x), axis=1)
         weights = jnp.mean(labels[:, None] == jnp.arange(prior.num_components)[None], axis=0)
         return residual, mmd(x, exact, 1.0)[0], weights
 
@@ -166,8 +172,8 @@ def _fiber_table(num_samples, evals, ndtm_configs, dps_weights, abc_draws):
     @jax.jit
     def dps(weight):
         return guidance.sample(jax.random.key(4), eps, schedule, x_T, num_steps=evals,
-                               solver=guidance.DDIM(1.0), guidance=guidance.fiber_guidance(
-                                   lambda x: x[:2], query, weight))
+                               solver=guidance.DDIM(1.0),
+                               guidance=guidance.DPSGuidance(cost, weight))
 
     samplers = {}
     for inner_steps, weight, lr in ndtm_configs:

@@ -10,8 +10,9 @@ same way), and two feature maps are audited:
   draws (keep the draws nearest the fiber) is the reference.
 
 NDTM optimises a control before every DDIM step (``guidance.NDTM``) with the fiber loss
-‖φ(x̂₀) − φ(x_q)‖² as terminal cost; DPS (``guidance.fiber_guidance``) at the same number of
-ε-evaluations is the baseline.
+‖φ(x̂₀) − φ(x_q)‖² as terminal cost (``guidance.FiberCost``); DPS
+(``guidance.DPSGuidance`` with the same cost) at the same number of ε-evaluations is the
+baseline.
 
     python examples/fiber_audit.py --out examples/out/fiber_audit.png
 """
@@ -29,6 +30,7 @@ import matplotlib.pyplot as plt
 
 from jaxsample.diagnostics import mmd
 from jaxsample.diffusion import guidance
+from jaxsample.targets import GaussianMixture
 
 
 def mixture(dim=8, seed=1):
@@ -36,8 +38,8 @@ def mixture(dim=8, seed=1):
     means = rng.normal(size=(4, dim))
     root = rng.normal(size=(4, dim, dim)) / np.sqrt(dim)
     cov = 0.1 * root @ np.swapaxes(root, 1, 2) + 0.05 * np.eye(dim)
-    return guidance.GaussianMixturePrior(*(jnp.asarray(a, jnp.float32) for a in (
-        np.array([0.3, 0.3, 0.2, 0.2]), means, cov)))
+    return GaussianMixture(*(jnp.asarray(a, jnp.float32) for a in (
+        means, cov, np.array([0.3, 0.3, 0.2, 0.2]))))
 
 
 def random_mlp(dim=8, width=16, seed=2):
@@ -60,7 +62,7 @@ def main():
 
     prior = mixture()
     schedule = guidance.VPSchedule("linear")
-    eps = prior.eps_model(schedule)
+    eps = guidance.NoisedMixture(prior, schedule)
     query = 0.5 * (prior.means[0] + prior.means[1])
     x_T = jax.random.normal(jax.random.key(0), (args.num_samples, prior.dim))
     prior_draws = prior.sample(jax.random.key(1), args.abc_draws)
@@ -68,7 +70,7 @@ def main():
     features = {"linear": lambda x: x[:2], "random MLP": random_mlp()}
     results = {}
     for name, phi in features.items():
-        cost = guidance.fiber_cost(phi, query)
+        cost = guidance.FiberCost(phi, query)
         x_ndtm, info = guidance.sample(
             jax.random.key(2), eps, schedule, x_T, num_steps=args.num_steps,
             solver=guidance.NDTM(cost, num_steps=args.inner_steps,
@@ -77,10 +79,10 @@ def main():
                                  learning_rate_schedule="constant", eta=1.0))
         x_dps, _ = guidance.sample(jax.random.key(2), eps, schedule, x_T, num_steps=evals,
                                    solver=guidance.DDIM(1.0),
-                                   guidance=guidance.fiber_guidance(phi, query, 0.1))
+                                   guidance=guidance.DPSGuidance(cost, 0.1))
         if name == "linear":
             matrix = jnp.eye(2, prior.dim, dtype=jnp.float32)
-            reference = prior.condition_linear(matrix, matrix @ query).sample(
+            reference = guidance.LinearFiberLaw(prior, matrix, matrix @ query).sample(
                 jax.random.key(3), args.num_samples)
             label = "exact fiber law"
         else:

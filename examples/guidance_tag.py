@@ -22,8 +22,10 @@ import scipy.stats
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from jaxsample.datasets import ring_of_gaussians
 from jaxsample.diagnostics import mmd
 from jaxsample.diffusion import guidance
+from jaxsample.kernels.guidance import time_grid
 
 STD = 0.1
 
@@ -38,16 +40,18 @@ def main():
     parser.add_argument("--out", type=Path, default=Path("examples/out/guidance_tag.png"))
     args = parser.parse_args()
 
-    prior = guidance.ring_of_gaussians(8, dim=args.dim, std=STD)
+    prior = ring_of_gaussians(num_components=8, dim=args.dim, std=STD)
     schedule = guidance.VPSchedule("linear")
-    grid = guidance.time_grid(args.num_steps)
+    noised = guidance.NoisedMixture(prior, schedule)
+    grid = time_grid(args.num_steps)
     learned, _ = guidance.train_time_predictor(
         jax.random.key(1), guidance.TimePredictor(jax.random.key(0), args.dim, args.num_steps),
         prior.sample(jax.random.key(2), 8192), schedule, grid, num_steps=args.train_steps,
         learning_rate=3e-3)
-    kl, se = guidance.time_posterior_kl(jax.random.key(3), prior, learned, schedule, grid)
-    print(f"learned time predictor: KL(exact ‖ learned) = {float(kl):.4f} ± {float(se):.4f}")
-    predictors = {"exact": prior.time_predictor(schedule, grid), "learned": learned}
+    kl, kl_info = guidance.time_posterior_kl(jax.random.key(3), prior, learned, schedule, grid)
+    print(f"learned time predictor: KL(exact ‖ learned) = {float(kl):.4f} ± "
+          f"{float(kl_info.standard_error):.4f}")
+    predictors = {"exact": noised.time_predictor(grid), "learned": learned}
     x_T = jax.random.normal(jax.random.key(4), (args.num_samples, args.dim))
     target = prior.means[:1] + STD * jax.random.normal(jax.random.key(5), x_T.shape)
     bound = scipy.stats.chi2.ppf(1 - np.exp(-4.5), args.dim)   # the 2-D 3σ disc's mass
@@ -56,10 +60,10 @@ def main():
     for name, predictor in predictors.items():
         @jax.jit
         def run(omega, predictor=predictor):
-            return guidance.sample(jax.random.key(6), prior.eps_model(schedule), schedule,
-                                   x_T, num_steps=args.num_steps, guidance=[
-                guidance.classifier_guidance(prior.classifier(schedule, 0), args.scale),
-                guidance.tag(predictor, omega)])
+            return guidance.sample(jax.random.key(6), noised, schedule, x_T,
+                                   num_steps=args.num_steps, guidance=[
+                guidance.ClassifierGuidance(noised.classifier(0), args.scale),
+                guidance.TAG(predictor, omega)])
 
         for omega in omegas:
             x0, info = run(jnp.float32(omega))

@@ -27,6 +27,9 @@ Planted worlds of the choice family, each a NamedTuple of arrays:
 - :func:`synthetic_community`: idea atoms in topics, communities and a hidden compatibility
   graph (:mod:`jaxsample.choice.alien`).
 
+:func:`ring_of_gaussians` is a mixture target (:class:`jaxsample.targets.GaussianMixture`), the
+test prior of guided diffusion.
+
 The same key always gives the same points.
 """
 
@@ -43,6 +46,7 @@ import numpy as np
 
 from jaxsample._checks import check_array, check_choice, check_hyperparameter, check_int, check_key
 from jaxsample.kernels import logspace, resampling
+from jaxsample.targets import GaussianMixture
 
 __all__ = [
     "Community",
@@ -57,6 +61,7 @@ __all__ = [
     "synthetic_panel",
     "sudoku4_grids",
     "sudoku4_index",
+    "ring_of_gaussians",
     "two_spirals",
 ]
 
@@ -222,6 +227,28 @@ def random_fourier_features(key, points, num_features: int, bandwidth: float) ->
     phase = rng.uniform(0.0, 2 * math.pi, num_features)
     features = math.sqrt(2.0 / num_features) * np.cos(points @ weights + phase)
     return features.astype(points.dtype)
+
+
+def ring_of_gaussians(*, num_components: int = 8, dim: int = 2, radius=1.0, std=0.1,
+                      dtype=None) -> GaussianMixture:
+    """Equal-weight N(m_k, std²·I), means on a circle of ``radius`` in the first two coordinates.
+
+    m_k = radius·(cos 2πk/K, sin 2πk/K, 0, …, 0); the other d − 2 coordinates are N(0, std²).
+
+    Example:
+        >>> ring = ring_of_gaussians(num_components=8, dim=16)
+        >>> ring.means.shape, round(float(ring.means[2, 1]), 4)
+        ((8, 16), 1.0)
+    """
+    num_components = check_int("num_components", num_components, 1)
+    dim = check_int("dim", dim, 2)
+    radius = float(check_hyperparameter("radius", radius))
+    std = float(check_hyperparameter("std", std))
+    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    angles = 2 * np.pi * np.arange(num_components) / num_components
+    means = np.zeros((num_components, dim))
+    means[:, 0], means[:, 1] = radius * np.cos(angles), radius * np.sin(angles)
+    return GaussianMixture(jnp.asarray(means, dtype), jnp.asarray(std, dtype))
 
 
 _SUDOKU_CELLS = 16

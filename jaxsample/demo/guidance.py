@@ -21,13 +21,15 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
     import matplotlib.pyplot as plt
     import scipy.stats
 
+    from jaxsample.datasets import ring_of_gaussians
     from jaxsample.diagnostics import mmd
     from jaxsample.diffusion import guidance
+    from jaxsample.kernels.guidance import time_grid
 
-    prior = guidance.ring_of_gaussians(8, dim=2, std=0.1)
+    prior = ring_of_gaussians(num_components=8, dim=2, std=0.1)
     schedule = guidance.VPSchedule("linear")
-    eps = prior.eps_model(schedule)
-    predictor = prior.time_predictor(schedule, guidance.time_grid(NUM_STEPS))
+    eps = guidance.NoisedMixture(prior, schedule)
+    predictor = eps.time_predictor(time_grid(NUM_STEPS))
     start_key, target_key, fiber_key = jax.random.split(key, 3)
     x_T = jax.random.normal(start_key, (NUM_SAMPLES, 2))
     target = prior.means[:1] + 0.1 * jax.random.normal(target_key, (NUM_SAMPLES, 2))
@@ -36,8 +38,8 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
     @jax.jit
     def guided(omega):   # one compilation for every ω (traced)
         return guidance.sample(key, eps, schedule, x_T, num_steps=NUM_STEPS, guidance=[
-            guidance.classifier_guidance(prior.classifier(schedule, 0), 10.0),
-            guidance.tag(predictor, omega)])
+            guidance.ClassifierGuidance(eps.classifier(0), 10.0),
+            guidance.TAG(predictor, omega)])
 
     rows, samples = [], {}
     for omega in OMEGAS:
@@ -49,14 +51,14 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
 
     # the fiber {x : x₂ = sin(π/4)} crosses components 1 and 3
     query = prior.means[1]
-    cost = guidance.fiber_cost(lambda x: x[1:], query)
+    cost = guidance.FiberCost(lambda x: x[1:], query)
     fiber, info = guidance.sample(fiber_key, eps, schedule, x_T, num_steps=NUM_STEPS,
                                   solver=guidance.NDTM(cost, num_steps=5, learning_rate=0.05,
                                                        terminal_weight=5.0,
                                                        learning_rate_schedule="constant",
                                                        eta=1.0))
-    exact = prior.condition_linear(jnp.array([[0.0, 1.0]]), query[1:]).sample(fiber_key,
-                                                                               NUM_SAMPLES)
+    exact = guidance.LinearFiberLaw(prior, jnp.array([[0.0, 1.0]]), query[1:]).sample(
+        fiber_key, NUM_SAMPLES)
     rows.append(["NDTM fiber x₂ = x_q,₂", float(jnp.mean(jnp.abs(fiber[:, 1] - query[1]) < 0.1)),
                  float(mmd(fiber, exact, 0.1)[0]), float(jnp.median(jnp.sqrt(info.final_cost)))])
 

@@ -1,20 +1,21 @@
-"""Gaussian-mixture priors with exact VP marginals, time posteriors and fiber laws; time predictors.
+"""Exact VP marginals of a Gaussian-mixture data law, its linear fiber laws; time predictors.
 
-A mixture x₀ ~ Σ_k π_k N(m_k, C_k) stays a mixture under the VP forward process:
-p_t(x) = Σ_k π_k N(x; √ᾱ_t m_k, ᾱ_t C_k + (1 − ᾱ_t) I). Everything a guided sampler needs is then
-exact: the score and ε-prediction at every t, the component posterior p_t(k | x) (a classifier
-for guidance), the Bayes time posterior p(τ | x) on a grid of times (the cross-entropy optimum of
-a time predictor under a uniform prior over the grid) and its gradient, the time-linked score
+A mixture x₀ ~ Σ_k π_k N(m_k, C_k) (:class:`jaxsample.targets.GaussianMixture`) stays a mixture
+under the VP forward process: p_t(x) = Σ_k π_k N(x; √ᾱ_t m_k, ᾱ_t C_k + (1 − ᾱ_t) I).
+:class:`NoisedMixture` gives everything a guided sampler needs in closed form: the score and
+ε-prediction at every t, the component posterior p_t(k | x) (a classifier for guidance), the
+Bayes time posterior p(τ | x) on a grid of times (the cross-entropy optimum of a time predictor
+under a uniform prior over the grid) and the time-linked score
 
-.. math::  ∇_x \\log p(t \\mid x) = s(x, t) − Σ_σ p(σ \\mid x)\\, s(x, σ),
+.. math::  ∇_x \\log p(t \\mid x) = s(x, t) − Σ_σ p(σ \\mid x)\\, s(x, σ).
 
-and, for a linear feature map φ(x) = A x, the exact law of x₀ given A x₀ = y (a mixture again).
+:class:`LinearFiberLaw` is the exact law of x₀ given A x₀ = y, the fiber of a linear feature map
+(a mixture with degenerate covariances, which :class:`NoisedMixture` accepts too).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
 import equinox as eqx
@@ -36,12 +37,14 @@ from jaxsample.diffusion._vp import VPSchedule
 from jaxsample.kernels import guidance as kernels
 from jaxsample.kernels.logspace import log_normalize
 from jaxsample.kernels.resampling import categorical
+from jaxsample.targets import GaussianMixture
 
 __all__ = [
-    "TimePredictorTrainInfo",
-    "GaussianMixturePrior",
+    "LinearFiberLaw",
+    "NoisedMixture",
+    "TimePosteriorKLInfo",
     "TimePredictor",
-    "ring_of_gaussians",
+    "TimePredictorTrainInfo",
     "time_posterior_kl",
     "train_time_predictor",
 ]
@@ -53,61 +56,57 @@ def _check_schedule(schedule):
     return schedule
 
 
-class GaussianMixturePrior(eqx.Module):
-    """x₀ ~ Σ_k π_k N(m_k, C_k) in ℝ^d, with exact quantities at every time of a VP schedule.
+def _check_mixture(mixture):
+    if not isinstance(mixture, GaussianMixture | LinearFiberLaw):
+        raise TypeError("mixture must be a jaxsample.targets.GaussianMixture or a "
+                        f"LinearFiberLaw, got {type(mixture).__name__}")
+    return mixture
 
-    A pytree (equinox module) of arrays; the covariances are stored with their eigen-decompositions
-    C_k = V_k diag(λ_k) V_kᵀ, so every marginal density costs O(K·d²) per point and O(K·d) more per
-    extra time. Degenerate covariances (λ = 0, e.g. a fiber law) are allowed: the marginals at
-    t > 0 are non-degenerate.
+
+class NoisedMixture(eqx.Module):
+    """The VP marginals p_t of a Gaussian-mixture data law, exactly, at every t of a schedule.
+
+    Calling it is the exact ε-predictor ``eps(x, t)`` of the samplers. A pytree (equinox module)
+    of arrays: build it inside ``jit`` or pass it through; the covariances are stored with their
+    eigen-decompositions C_k = V_k diag(λ_k) V_kᵀ, so a marginal density costs O(K·d²) per point
+    and O(K·d) more per extra time. Degenerate covariances (a :class:`LinearFiberLaw`) are
+    allowed: the marginals at t > 0 are not degenerate.
 
     The methods act on **one** point ``x`` of shape ``(d,)`` (``jax.vmap`` them for a batch) and a
     scalar time ``t`` in (0, 1]; they return the dtype of ``x``.
 
     Args:
-        weights: ``(K,)`` positive mixture weights (normalised here).
-        means: ``(K, d)``.
-        covariances: ``(K, d, d)`` symmetric positive semi-definite, ``(K, d)`` diagonals or
-            ``(K,)`` isotropic variances.
+        mixture: the data law, a :class:`jaxsample.targets.GaussianMixture` (or a
+            :class:`LinearFiberLaw`).
+        schedule: the :class:`VPSchedule`.
 
     Example:
         >>> import jax, jax.numpy as jnp
+        >>> from jaxsample import datasets
         >>> from jaxsample.diffusion import guidance
-        >>> prior = guidance.ring_of_gaussians(4, dim=2)
         >>> schedule = guidance.VPSchedule("linear")
-        >>> x = jnp.array([1.0, 0.0])
-        >>> eps = prior.eps(x, schedule, jnp.float32(0.5))
-        >>> score = jax.grad(prior.log_prob)(x, schedule, jnp.float32(0.5))
-        >>> bool(jnp.allclose(eps, -schedule.sigma(jnp.float32(0.5)) * score, atol=1e-5))
+        >>> noised = guidance.NoisedMixture(datasets.ring_of_gaussians(num_components=4), schedule)
+        >>> x, t = jnp.array([1.0, 0.0]), jnp.float32(0.5)
+        >>> score = jax.grad(noised.log_prob)(x, t)
+        >>> bool(jnp.allclose(noised(x, t), -schedule.sigma(t) * score, atol=1e-5))
         True
     """
 
+    schedule: VPSchedule
     log_weights: jax.Array
     means: jax.Array
-    covariances: jax.Array
     eigenvalues: jax.Array
     eigenvectors: jax.Array
     projected_means: jax.Array
 
-    def __init__(self, weights, means, covariances):
-        means = check_array("means", means, ndim=2, finite=True, min_rows=1)
-        num, dim = means.shape
-        weights = check_array("weights", weights, shape=(num,), finite=True, dtype=means.dtype)
-        covariances = check_array("covariances", covariances, finite=True, dtype=means.dtype)
-        if covariances.shape == (num,):
-            covariances = covariances[:, None, None] * jnp.eye(dim, dtype=means.dtype)[None]
-        elif covariances.shape == (num, dim):
-            covariances = jax.vmap(jnp.diag)(covariances)
-        elif covariances.shape != (num, dim, dim):
-            raise ValueError(f"covariances must have shape (K, d, d), (K, d) or (K,) with "
-                             f"(K, d) = {(num, dim)}, got {covariances.shape}")
-        if is_concrete(weights) and not bool(np.all(np.asarray(weights) > 0)):
-            raise ValueError("weights must be positive")
-        (self.log_weights, self.covariances, self.eigenvalues, self.eigenvectors,
-         self.projected_means, psd) = _decompose(weights, means, covariances)
-        self.means = means
+    def __init__(self, mixture, schedule: VPSchedule):
+        mixture = _check_mixture(mixture)
+        self.schedule = _check_schedule(schedule)
+        (self.log_weights, self.eigenvalues, self.eigenvectors, self.projected_means,
+         psd) = _decompose(mixture.weights, mixture.means, mixture.covs)
+        self.means = mixture.means
         if is_concrete(psd) and not bool(psd):
-            raise ValueError("covariances must be positive semi-definite")
+            raise ValueError("mixture covariances must be positive semi-definite")
 
     @property
     def dim(self) -> int:
@@ -124,22 +123,22 @@ class GaussianMixturePrior(eqx.Module):
         return (self.log_weights.astype(dtype), self.projected_means.astype(dtype),
                 self.eigenvalues.astype(dtype))
 
-    def component_log_densities(self, x, schedule: VPSchedule, t) -> jax.Array:
+    def component_log_densities(self, x, t) -> jax.Array:
         """``(K,)`` log π_k + log N(x; √ᾱ_t m_k, ᾱ_t C_k + (1 − ᾱ_t) I)."""
-        alpha = schedule.alpha_bar(jnp.asarray(t, x.dtype))
+        alpha = self.schedule.alpha_bar(jnp.asarray(t, x.dtype))
         return kernels.gmm_component_log_densities(self._project(x), alpha, *self._parts(x.dtype))
 
-    def log_prob(self, x, schedule: VPSchedule, t) -> jax.Array:
+    def log_prob(self, x, t) -> jax.Array:
         """log p_t(x)."""
-        return jax.nn.logsumexp(self.component_log_densities(x, schedule, t))
+        return jax.nn.logsumexp(self.component_log_densities(x, t))
 
-    def component_log_posterior(self, x, schedule: VPSchedule, t) -> jax.Array:
+    def component_log_posterior(self, x, t) -> jax.Array:
         """``(K,)`` log p_t(k | x): the exact noisy-state classifier of the components."""
-        return log_normalize(self.component_log_densities(x, schedule, t))
+        return log_normalize(self.component_log_densities(x, t))
 
-    def score(self, x, schedule: VPSchedule, t) -> jax.Array:
+    def score(self, x, t) -> jax.Array:
         """s(x, t) = ∇ log p_t(x) = −Σ_k p_t(k | x) (ᾱC_k + (1 − ᾱ)I)⁻¹ (x − √ᾱ m_k)."""
-        alpha = schedule.alpha_bar(jnp.asarray(t, x.dtype))
+        alpha = self.schedule.alpha_bar(jnp.asarray(t, x.dtype))
         log_w, mu, lam = self._parts(x.dtype)
         projected = self._project(x)
         responsibilities = jnp.exp(log_normalize(
@@ -148,11 +147,11 @@ class GaussianMixturePrior(eqx.Module):
         return -jnp.einsum("k,kij,kj->i", responsibilities, self.eigenvectors.astype(x.dtype),
                            whitened)
 
-    def eps(self, x, schedule: VPSchedule, t) -> jax.Array:
+    def __call__(self, x, t) -> jax.Array:
         """The exact ε-prediction ε(x, t) = −√(1 − ᾱ_t)·s(x, t)."""
-        return -schedule.sigma(jnp.asarray(t, x.dtype)) * self.score(x, schedule, t)
+        return -self.schedule.sigma(jnp.asarray(t, x.dtype)) * self.score(x, t)
 
-    def time_logits(self, x, schedule: VPSchedule, times) -> jax.Array:
+    def time_logits(self, x, times) -> jax.Array:
         """``(T,)`` log p_τ(x) for τ in ``times``: the Bayes time classifier's logits.
 
         Under a uniform prior over the grid, p(τ | x) = softmax(logits)_τ exactly.
@@ -163,170 +162,154 @@ class GaussianMixturePrior(eqx.Module):
 
         def at(tau):
             return jax.nn.logsumexp(kernels.gmm_component_log_densities(
-                projected, schedule.alpha_bar(tau), *parts))
+                projected, self.schedule.alpha_bar(tau), *parts))
 
         return jax.vmap(at)(times)
 
-    def time_log_posterior(self, x, schedule: VPSchedule, times) -> jax.Array:
+    def time_log_posterior(self, x, times) -> jax.Array:
         """``(T,)`` log p(τ | x) on the grid ``times`` (uniform prior over the grid)."""
-        return log_normalize(self.time_logits(x, schedule, times))
+        return log_normalize(self.time_logits(x, times))
 
-    def time_linked_score(self, x, schedule: VPSchedule, times, index) -> jax.Array:
+    def time_linked_score(self, x, times, index) -> jax.Array:
         """∇ₓ log p(τ_index | x) = s(x, τ_index) − Σ_σ p(σ | x) s(x, σ), in closed form."""
         times = jnp.asarray(times, x.dtype)
-        scores = jax.vmap(lambda tau: self.score(x, schedule, tau))(times)
-        posterior = jnp.exp(self.time_log_posterior(x, schedule, times))
+        scores = jax.vmap(lambda tau: self.score(x, tau))(times)
+        posterior = jnp.exp(self.time_log_posterior(x, times))
         return scores[index] - posterior @ scores
 
-    def sample(self, key, num_samples: int) -> jax.Array:
-        """``(num_samples, d)`` exact draws of x₀ (dtype of the means)."""
-        key = check_key("key", key)
-        num_samples = check_int("num_samples", num_samples, 1)
-        return _sample_mixture(key, self, num_samples)
-
-    def sample_marginal(self, key, schedule: VPSchedule, t, num_samples: int) -> jax.Array:
-        """``(num_samples, d)`` exact draws of x_t = √ᾱ_t x₀ + √(1 − ᾱ_t) ε."""
-        key = check_key("key", key)
-        _check_schedule(schedule)
-        num_samples = check_int("num_samples", num_samples, 1)
-        return _sample_marginal(key, self, schedule, jnp.asarray(t, self.means.dtype), num_samples)
-
-    def condition_linear(self, matrix, value) -> GaussianMixturePrior:
-        """The exact law of x₀ given A x₀ = y: a mixture with degenerate covariances.
-
-        With S_k = A C_k Aᵀ and gain G_k = C_k Aᵀ S_k⁻¹: weights ∝ π_k N(y; A m_k, S_k), means
-        m_k + G_k (y − A m_k), covariances C_k − G_k A C_k (rank d − r). This is the exact fiber
-        law of φ(x) = A x at a query with A x_q = y.
-
-        Args:
-            matrix: ``(r, d)`` A of full row rank r ≤ d.
-            value: ``(r,)`` y.
-        """
-        matrix = check_array("matrix", matrix, ndim=2, finite=True, dtype=self.means.dtype)
-        if matrix.shape[1] != self.dim:
-            raise ValueError(f"matrix must have shape (r, {self.dim}), got {matrix.shape}")
-        value = check_array("value", value, shape=(matrix.shape[0],), finite=True,
-                            dtype=self.means.dtype)
-        return _condition_linear(self, matrix, value)
-
-    def eps_model(self, schedule: VPSchedule) -> Callable:
-        """The exact ε-predictor as a module ``eps(x, t)``, for the samplers."""
-        return _PriorEps(self, _check_schedule(schedule))
-
-    def time_predictor(self, schedule: VPSchedule, times) -> Callable:
-        """The exact time classifier ``logits(x) -> (T,)`` over ``times``, for :func:`tag`."""
+    def time_predictor(self, times) -> eqx.Module:
+        """The exact time classifier ``logits(x) -> (T,)`` over ``times``, for :class:`TAG`."""
         times = check_array("times", times, ndim=1, finite=True, min_rows=1)
-        return _PriorTimeLogits(self, _check_schedule(schedule), times)
+        return _TimeLogits(self, times)
 
-    def classifier(self, schedule: VPSchedule, component: int) -> Callable:
-        """``log p_t(k | x)`` of one component as a module ``(x, t) -> scalar``, for guidance."""
+    def classifier(self, component: int) -> eqx.Module:
+        """``log p_t(k | x)`` of one component as a module ``(x, t) -> scalar``, for
+        :class:`ClassifierGuidance`."""
         component = check_int("component", component, 0, self.num_components - 1)
-        return _PriorClassifier(self, _check_schedule(schedule), component)
+        return _Classifier(self, component)
+
+
+def _eigen(covariances):
+    """Eigen-decompositions of symmetrised covariances, eigenvalues within round-off of 0 set to
+    exactly 0 (exact for a fiber law's directions), and whether they are all ≥ −round-off."""
+    dim = covariances.shape[-1]
+    covariances = 0.5 * (covariances + jnp.swapaxes(covariances, 1, 2))
+    eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
+    scale = jnp.max(jnp.abs(eigenvalues), axis=-1, keepdims=True)
+    tolerance = 100 * dim * jnp.finfo(covariances.dtype).eps * scale
+    psd = jnp.all(eigenvalues >= -tolerance)
+    return jnp.where(eigenvalues > tolerance, eigenvalues, 0), eigenvectors, psd
 
 
 @jax.jit
 def _decompose(weights, means, covariances):
-    """Normalised log-weights, symmetrised covariances and their eigen-decompositions (one
-    compilation per shape instead of a dozen eager dispatches)."""
-    dim = means.shape[1]
-    covariances = 0.5 * (covariances + jnp.swapaxes(covariances, 1, 2))
-    eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
-    scale = jnp.max(jnp.abs(eigenvalues), axis=-1, keepdims=True)
-    tolerance = 100 * dim * jnp.finfo(means.dtype).eps * scale
-    psd = jnp.all(eigenvalues >= -tolerance)
-    # round-off below the tolerance is a zero eigenvalue (exact for a fiber law's directions)
-    eigenvalues = jnp.where(eigenvalues > tolerance, eigenvalues, 0)
+    """Normalised log-weights and the eigen-decompositions of the covariances (one compilation
+    per shape instead of a dozen eager dispatches)."""
+    eigenvalues, eigenvectors, psd = _eigen(covariances)
     projected_means = jnp.einsum("kij,ki->kj", eigenvectors, means)
-    return (log_normalize(jnp.log(weights)), covariances, eigenvalues, eigenvectors,
-            projected_means, psd)
+    return log_normalize(jnp.log(weights)), eigenvalues, eigenvectors, projected_means, psd
 
 
-class _PriorEps(eqx.Module):
-    prior: GaussianMixturePrior
-    schedule: VPSchedule
-
-    def __call__(self, x, t):
-        return self.prior.eps(x, self.schedule, t)
-
-
-class _PriorTimeLogits(eqx.Module):
-    prior: GaussianMixturePrior
-    schedule: VPSchedule
+class _TimeLogits(eqx.Module):
+    noised: NoisedMixture
     times: jax.Array
 
     def __call__(self, x):
-        return self.prior.time_logits(x, self.schedule, self.times.astype(x.dtype))
+        return self.noised.time_logits(x, self.times.astype(x.dtype))
 
 
-class _PriorClassifier(eqx.Module):
-    prior: GaussianMixturePrior
-    schedule: VPSchedule
+class _Classifier(eqx.Module):
+    noised: NoisedMixture
     component: int = eqx.field(static=True)
 
     def __call__(self, x, t):
-        return self.prior.component_log_posterior(x, self.schedule, t)[self.component]
+        return self.noised.component_log_posterior(x, t)[self.component]
+
+
+class LinearFiberLaw(eqx.Module):
+    """The exact law of x₀ given A x₀ = y under a Gaussian-mixture x₀: the fiber law of φ(x) = Ax.
+
+    With S_k = A C_k Aᵀ and gain G_k = C_k Aᵀ S_k⁻¹: weights ∝ π_k N(y; A m_k, S_k), means
+    m_k + G_k (y − A m_k), covariances C_k − G_k A C_k (rank d − r: the law lives on the affine
+    fiber {x : Ax = y}). This is the exact fiber law of φ(x) = A x at a query with A x_q = y.
+    :class:`NoisedMixture` accepts it (its marginals at t > 0 are not degenerate).
+
+    Args:
+        mixture: the prior, a :class:`jaxsample.targets.GaussianMixture`.
+        matrix: ``(r, d)`` A of full row rank r ≤ d.
+        value: ``(r,)`` y.
+
+    Attributes:
+        weights: ``(K,)``; means: ``(K, d)``; covs: ``(K, d, d)`` (positive semi-definite).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxsample import datasets
+        >>> law = LinearFiberLaw(datasets.ring_of_gaussians(num_components=4, dim=3), jnp.eye(1, 3),
+        ...                      jnp.array([0.5]))
+        >>> bool(jnp.allclose(law.sample(jax.random.key(0), 5)[:, 0], 0.5, atol=1e-5))
+        True
+    """
+
+    weights: jax.Array
+    means: jax.Array
+    covs: jax.Array
+
+    def __init__(self, mixture, matrix, value):
+        if not isinstance(mixture, GaussianMixture):
+            raise TypeError("mixture must be a jaxsample.targets.GaussianMixture, got "
+                            f"{type(mixture).__name__}")
+        dtype = mixture.means.dtype
+        matrix = check_array("matrix", matrix, ndim=2, finite=True, dtype=dtype)
+        if matrix.shape[1] != mixture.dim:
+            raise ValueError(f"matrix must have shape (r, {mixture.dim}), got {matrix.shape}")
+        value = check_array("value", value, shape=(matrix.shape[0],), finite=True, dtype=dtype)
+        self.weights, self.means, self.covs = _condition_linear(mixture, matrix, value)
+
+    @property
+    def dim(self) -> int:
+        return self.means.shape[1]
+
+    @property
+    def num_components(self) -> int:
+        return self.means.shape[0]
+
+    def sample(self, key, num_samples: int) -> jax.Array:
+        """``(num_samples, d)`` exact draws (dtype of the means)."""
+        key = check_key("key", key)
+        num_samples = check_int("num_samples", num_samples, 1)
+        return _sample_degenerate(key, self, num_samples)
 
 
 @eqx.filter_jit
-def _sample_mixture(key, prior, num_samples):
-    which, noise = jax.random.split(key)
-    labels = categorical(which, prior.log_weights, num_samples)
-    xi = jax.random.normal(noise, (num_samples, prior.dim), prior.means.dtype)
-    root = prior.eigenvectors[labels] * jnp.sqrt(prior.eigenvalues[labels])[:, None, :]
-    return prior.means[labels] + jnp.einsum("nij,nj->ni", root, xi)
-
-
-@eqx.filter_jit
-def _sample_marginal(key, prior, schedule, t, num_samples):
-    data_key, noise_key = jax.random.split(key)
-    x0 = _sample_mixture(data_key, prior, num_samples)
-    alpha = schedule.alpha_bar(t)
-    noise = jax.random.normal(noise_key, x0.shape, x0.dtype)
-    return jnp.sqrt(alpha) * x0 + jnp.sqrt(1 - alpha) * noise
-
-
-@eqx.filter_jit
-def _condition_linear(prior, matrix, value):
-    cov = prior.covariances
+def _condition_linear(mixture, matrix, value):
+    cov = mixture.covs
     cross = jnp.einsum("kij,rj->kir", cov, matrix)                    # C Aᵀ, (K, d, r)
     inner = jnp.einsum("ri,kis->krs", matrix, cross)                  # A C Aᵀ, (K, r, r)
-    residual = value[None, :] - prior.means @ matrix.T                # y − A m, (K, r)
+    residual = value[None, :] - mixture.means @ matrix.T              # y − A m, (K, r)
     chol = jnp.linalg.cholesky(inner)
     solved = jax.vmap(lambda c, r: jax.scipy.linalg.cho_solve((c, True), r))(chol, residual)
     gain_t = jax.vmap(lambda c, b: jax.scipy.linalg.cho_solve((c, True), b))(
         chol, jnp.swapaxes(cross, 1, 2))                              # S⁻¹ A C, (K, r, d)
-    means = prior.means + jnp.einsum("kir,kr->ki", cross, solved)
+    means = mixture.means + jnp.einsum("kir,kr->ki", cross, solved)
     covariances = cov - jnp.einsum("kir,krj->kij", cross, gain_t)
+    covariances = 0.5 * (covariances + jnp.swapaxes(covariances, 1, 2))
     log_det = 2 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=1, axis2=2)), axis=1)
     rank = matrix.shape[0]
     log_lik = -0.5 * (jnp.sum(residual * solved, axis=1) + log_det
                       + rank * math.log(2 * math.pi))
-    weights = jnp.exp(log_normalize(prior.log_weights + log_lik))
-    return GaussianMixturePrior(weights, means, covariances)
+    weights = jnp.exp(log_normalize(jnp.log(mixture.weights) + log_lik))
+    return weights, means, covariances
 
 
-def ring_of_gaussians(num_components: int = 8, dim: int = 2, *, radius=1.0, std=0.1,
-                      dtype=None) -> GaussianMixturePrior:
-    """Equal-weight N(m_k, std²·I), means on a circle of ``radius`` in the first two coordinates.
-
-    m_k = radius·(cos 2πk/K, sin 2πk/K, 0, …, 0); the other d − 2 coordinates are N(0, std²).
-
-    Example:
-        >>> prior = ring_of_gaussians(8, dim=16)
-        >>> prior.means.shape, round(float(prior.means[2, 1]), 4)
-        ((8, 16), 1.0)
-    """
-    num_components = check_int("num_components", num_components, 1)
-    dim = check_int("dim", dim, 2)
-    radius = float(check_hyperparameter("radius", radius))
-    std = float(check_hyperparameter("std", std))
-    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
-    angles = 2 * np.pi * np.arange(num_components) / num_components
-    means = np.zeros((num_components, dim))
-    means[:, 0], means[:, 1] = radius * np.cos(angles), radius * np.sin(angles)
-    return GaussianMixturePrior(jnp.full(num_components, 1 / num_components, dtype),
-                                jnp.asarray(means, dtype),
-                                jnp.full(num_components, std**2, dtype))
+@eqx.filter_jit
+def _sample_degenerate(key, law, num_samples):
+    which, noise = jax.random.split(key)
+    labels = categorical(which, jnp.log(law.weights), num_samples)
+    eigenvalues, eigenvectors, _ = _eigen(law.covs)
+    root = eigenvectors * jnp.sqrt(eigenvalues)[:, None, :]
+    xi = jax.random.normal(noise, (num_samples, law.dim), law.means.dtype)
+    return law.means[labels] + jnp.einsum("nij,nj->ni", root[labels], xi)
 
 
 class TimePredictor(eqx.Module):
@@ -378,7 +361,7 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
     over ``times`` and ε ~ N(0, I), forms x_τ = √ᾱ_τ x₀ + √(1 − ᾱ_τ) ε and takes one step of
     ``optimizer`` (Adam by default) on
     the mean of −log softmax(predictor(x_τ))_j. The optimum is the Bayes time posterior
-    (:meth:`GaussianMixturePrior.time_log_posterior` when the data are the prior's draws). One
+    (:meth:`NoisedMixture.time_log_posterior` when the data are the mixture's draws). One
     compilation: the steps are a ``lax.scan``.
 
     Args:
@@ -451,28 +434,54 @@ def _train(key, predictor, data, schedule, times, num_steps, batch_size, learnin
     return eqx.combine(params, static), info
 
 
-def time_posterior_kl(key, prior: GaussianMixturePrior, predictor, schedule: VPSchedule, times,
-                      *, num_samples: int = 4096):
-    """E_{τ, x_τ} KL(p(· | x_τ) ‖ p_φ(· | x_τ)): the learned predictor's gap to the exact one.
+class TimePosteriorKLInfo(NamedTuple):
+    """What :func:`time_posterior_kl` reports beside the mean KL.
 
-    τ uniform on the grid, x_τ exact marginal draws; ``num_samples`` pairs. Returns
-    ``(mean, standard_error)``. Zero iff the predictor is the Bayes posterior (on the support).
+    Attributes:
+        standard_error: the Monte Carlo standard error of the mean.
+        nonfinite: a KL term was NaN/inf (the learned logits were not finite).
+    """
+
+    standard_error: jax.Array
+    nonfinite: jax.Array
+
+
+def time_posterior_kl(key, mixture, predictor, schedule: VPSchedule, times, *,
+                      num_samples: int = 4096) -> tuple[jax.Array, TimePosteriorKLInfo]:
+    """E_{τ, x_τ} KL(p(· | x_τ) ‖ p_φ(· | x_τ)): a learned time predictor's gap to the exact one.
+
+    τ uniform on the grid, x_τ exact marginal draws of the mixture data law; ``num_samples``
+    pairs. Zero iff the predictor is the Bayes posterior (on the support).
+
+    Args:
+        key: PRNG key.
+        mixture: the data law, a :class:`jaxsample.targets.GaussianMixture`.
+        predictor: ``logits(x) -> (T,)``.
+        schedule: the :class:`VPSchedule`.
+        times: ``(T,)`` the grid.
+        num_samples: (τ, x_τ) pairs.
+
+    Returns:
+        ``(mean KL, info)`` with a :class:`TimePosteriorKLInfo`.
     """
     key = check_key("key", key)
+    mixture = _check_mixture(mixture)
     times = check_array("times", times, ndim=1, finite=True, min_rows=2)
     num_samples = check_int("num_samples", num_samples, 2)
-    kl = _kl(key, prior, predictor, _check_schedule(schedule), times, num_samples)
-    return jnp.mean(kl), jnp.std(kl) / np.sqrt(num_samples)
+    kl = _kl(key, NoisedMixture(mixture, _check_schedule(schedule)), mixture, predictor,
+             times, num_samples)
+    return jnp.mean(kl), TimePosteriorKLInfo(jnp.std(kl) / np.sqrt(num_samples),
+                                             ~jnp.all(jnp.isfinite(kl)))
 
 
 @eqx.filter_jit
-def _kl(key, prior, predictor, schedule, times, num_samples):
+def _kl(key, noised, mixture, predictor, times, num_samples):
     index_key, data_key, noise_key = jax.random.split(key, 3)
     j = jax.random.randint(index_key, (num_samples,), 0, times.shape[0])
-    x0 = _sample_mixture(data_key, prior, num_samples)
-    alpha = schedule.alpha_bar(times[j])[:, None]
+    x0 = mixture.sample(data_key, num_samples)
+    alpha = noised.schedule.alpha_bar(times[j])[:, None]
     x = jnp.sqrt(alpha) * x0 + jnp.sqrt(1 - alpha) * jax.random.normal(noise_key, x0.shape,
                                                                       x0.dtype)
-    exact = jax.vmap(lambda y: prior.time_log_posterior(y, schedule, times))(x)
+    exact = jax.vmap(lambda y: noised.time_log_posterior(y, times))(x)
     learned = jax.vmap(lambda y: jax.nn.log_softmax(predictor(y)))(x)
     return jnp.sum(jnp.exp(exact) * (exact - learned), axis=-1)

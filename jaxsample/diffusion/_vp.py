@@ -1,4 +1,4 @@
-"""The variance-preserving noise schedule ᾱ(t) on t ∈ [0, 1] and the samplers' time grid."""
+"""The variance-preserving noise schedule ᾱ(t) on t ∈ [0, 1]."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from jaxsample._checks import (
     check_array,
     check_choice,
     check_hyperparameter,
-    check_int,
     is_concrete,
 )
 
-__all__ = ["VPSchedule", "time_grid"]
+__all__ = ["VPSchedule"]
 
 KINDS = ("linear", "cosine", "table")
 
@@ -124,18 +123,3 @@ class VPSchedule(eqx.Module):
         """σ(t) = √(1 − ᾱ(t))."""
         return jnp.sqrt(1 - self.alpha_bar(t))
 
-
-def time_grid(num_steps: int, dtype=None) -> jax.Array:
-    """The samplers' noisy times t_k = k/N, k = 1..N (ascending), ``(num_steps,)``.
-
-    A sampler with ``num_steps = N`` visits t_N = 1, …, t_1 and ends at t_0 = 0; a time predictor
-    used by :func:`~jaxsample.diffusion.guidance.tag` classifies over these N times (class j is
-    t_{j+1}).
-
-    Example:
-        >>> time_grid(4).tolist()
-        [0.25, 0.5, 0.75, 1.0]
-    """
-    num_steps = check_int("num_steps", num_steps, 1)
-    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
-    return jnp.arange(1, num_steps + 1, dtype=dtype) / num_steps

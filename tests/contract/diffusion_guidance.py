@@ -11,42 +11,63 @@ import optax
 
 from contract import KEY, BadInput, Entry
 from jaxsample.diffusion import guidance
+from jaxsample.kernels.guidance import time_grid
+from jaxsample.targets import GaussianMixture
 
 NUM_STEPS = 3
 
 
 def _setup(dtype):
-    prior = guidance.GaussianMixturePrior(jnp.array([0.5, 0.5], dtype),
-                                          jnp.array([[1.0, 0.0], [-1.0, 0.0]], dtype),
-                                          jnp.array([0.1, 0.2], dtype))
     schedule = guidance.VPSchedule("cosine")
+    prior = guidance.NoisedMixture(
+        GaussianMixture(jnp.array([[1.0, 0.0], [-1.0, 0.0]], dtype),
+                        jnp.array([0.1, 0.2], dtype) ** 0.5), schedule)
     x_T = jax.random.normal(jax.random.key(1), (4, 2), dtype)
     return prior, schedule, x_T
 
 
-def _terms(prior, schedule, omega):
-    return [guidance.classifier_guidance(prior.classifier(schedule, 0), 2.0),
-            guidance.tag(prior.time_predictor(schedule, guidance.time_grid(NUM_STEPS)), omega)]
+def _terms(prior, omega):
+    return [guidance.ClassifierGuidance(prior.classifier(0), 2.0),
+            guidance.TAG(prior.time_predictor(time_grid(NUM_STEPS)), omega)]
 
 
 def _sample(dtype):
     prior, schedule, x_T = _setup(dtype)
-    terms = _terms(prior, schedule, 1.0)
-    return lambda key: guidance.sample(key, prior.eps_model(schedule), schedule, x_T,
-                                       num_steps=NUM_STEPS, solver=guidance.DDIM(eta=0.5),
-                                       guidance=terms)
+    terms = _terms(prior, 1.0)
+    return lambda key: guidance.sample(key, prior, schedule, x_T, num_steps=NUM_STEPS,
+                                       solver=guidance.DDIM(eta=0.5), guidance=terms)
+
+
+def _ndtm_sample(dtype):
+    prior, schedule, x_T = _setup(dtype)
+    cost = guidance.FiberCost(lambda x: x[:1], np.zeros(2, dtype), loss="norm",
+                              per_step_target=True)
+    solver = guidance.NDTM(cost, num_steps=2, terminal_weight=1.0, max_grad_norm=1.0,
+                           control_scale=lambda t: jnp.where(t > 0.5, 0.0, 1.0),
+                           clip_x0=(-2.0, 2.0), variance="large", eta=0.5)
+    return lambda key: guidance.sample(key, prior, schedule, x_T, num_steps=NUM_STEPS,
+                                       solver=solver)
+
+
+def _ndtm_hyper(dtype):
+    prior, schedule, x_T = _setup(dtype)
+    cost = guidance.FiberCost(lambda x: x[:1], np.zeros(2, dtype))
+    return lambda key, h: guidance.sample(
+        key, prior, schedule, x_T, num_steps=NUM_STEPS,
+        solver=guidance.NDTM(cost, optimizer=optax.sgd(0.1), num_steps=2, terminal_weight=0.05 * h,
+                             control_scale=0.5 * h))
 
 
 def _hyper(dtype):
     prior, schedule, x_T = _setup(dtype)
-    return lambda key, h: guidance.sample(key, prior.eps_model(schedule), schedule, x_T,
-                                          num_steps=NUM_STEPS, solver=guidance.DDIM(eta=0.5),
-                                          guidance=_terms(prior, schedule, h))
+    return lambda key, h: guidance.sample(key, prior, schedule, x_T, num_steps=NUM_STEPS,
+                                          solver=guidance.DDIM(eta=0.5),
+                                          guidance=_terms(prior, h))
 
 
 def _call(solver=None, eps_fn=None, x_T=None, **kwargs):
     prior, schedule, default_x = _setup(jnp.float32)
-    eps_fn = prior.eps_model(schedule) if eps_fn is None else eps_fn
+    eps_fn = prior if eps_fn is None else eps_fn
     x_T = default_x if x_T is None else x_T
     settings = dict(num_steps=2, solver=solver)
     settings.update(kwargs)
@@ -54,12 +75,12 @@ def _call(solver=None, eps_fn=None, x_T=None, **kwargs):
 
 
 def _ndtm(**kwargs):
-    return guidance.NDTM(guidance.fiber_cost(lambda x: x[:1], np.zeros(2, np.float32)), **kwargs)
+    return guidance.NDTM(guidance.FiberCost(lambda x: x[:1], np.zeros(2, np.float32)), **kwargs)
 
 
 def _predictor():
-    prior, schedule, _ = _setup(jnp.float32)
-    return prior.time_predictor(schedule, guidance.time_grid(5))
+    prior, _, _ = _setup(jnp.float32)
+    return prior.time_predictor(time_grid(5))
 
 
 ENTRIES = [
@@ -85,9 +106,20 @@ ENTRIES = [
             BadInput(lambda: _call("ddim"), TypeError, "solver"),
             BadInput(lambda: _call(guidance.DDPM("exact")), ValueError, "variance"),
             BadInput(lambda: _call(guidance="tag"), TypeError, "guidance"),
-            BadInput(lambda: _call(guidance=guidance.tag(_predictor(), 1.0)), ValueError,
+            BadInput(lambda: _call(guidance=guidance.TAG(_predictor(), 1.0)), ValueError,
                      "time_logits_fn"),
-            BadInput(lambda: guidance.tag(_predictor(), -1.0), ValueError, "omega"),
+            BadInput(lambda: guidance.TAG(_predictor(), -1.0), ValueError, "omega"),
+            BadInput(lambda: guidance.FiberCost(lambda x: x, np.zeros(2, np.float32),
+                                                loss="l2"), ValueError, "loss"),
+            BadInput(lambda: guidance.DPSGuidance(guidance.FiberCost(
+                lambda x: x, np.zeros(2, np.float32), per_step_target=True), 1.0), ValueError,
+                "per_step_target"),
+            BadInput(lambda: _call(guidance.DDIM(variance="learned")), ValueError, "variance"),
+            BadInput(lambda: _call(guidance.DDIM(clip_x0=(1.0, -1.0))), ValueError, "clip_x0"),
+            BadInput(lambda: _call(_ndtm(max_grad_norm=0.0)), ValueError, "max_grad_norm"),
+            BadInput(lambda: _call(_ndtm(control_scale=-1.0)), ValueError, "control_scale"),
+            BadInput(lambda: _call(_ndtm(control_scale=lambda t: jnp.ones(2))), ValueError,
+                     "control_scale"),
             BadInput(lambda: _call(_ndtm(weights="adam")), ValueError, "weights"),
             BadInput(lambda: _call(_ndtm(init="ones")), ValueError, "init"),
             BadInput(lambda: _call(_ndtm(num_steps=0)), ValueError, "num_steps"),
@@ -99,5 +131,17 @@ ENTRIES = [
         note="hyper is TAG's ω (the classifier scale, η and the schedule's floats are traced "
              "leaves too). Non-finite predictions and costs are flagged in info.nonfinite "
              "(tests/test_guidance.py).",
+    ),
+    Entry(
+        name="diffusion.guidance.ndtm",
+        module="jaxsample.diffusion.guidance",
+        build=_ndtm_sample,
+        hyper=_ndtm_hyper,
+        hyper_values=(0.5, 2.0),
+        note="NDTM with every invariance-auditing option (norm fiber loss, per-step target, "
+             "γ schedule, per-sample clipping, x̂₀ clamp, large variance); hyper is w_term and "
+             "γ together (both traced), with SGD as the control's optimiser: Adam divides "
+             "round-off-sized gradient components by their own size, so batched and single "
+             "runs of it differ by more than round-off.",
     ),
 ]
