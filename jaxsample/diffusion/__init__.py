@@ -1,7 +1,8 @@
 """Diffusion and flow samplers.
 
-- :mod:`jaxsample.diffusion.shs` — systematic (stratified) hazard sampling (SHS) for uniform-noise discrete
-  diffusion and flow models: ``shs.sample(key, denoiser, ...) -> (tokens, info)``.
+- :mod:`jaxsample.diffusion.shs` — systematic (stratified) hazard sampling (SHS) for
+  uniform-noise discrete diffusion and flow models:
+  ``shs.sample(key, denoiser, ...) -> (tokens, info)``.
 - :mod:`jaxsample.diffusion.vmf` — vMF spherical flows for discrete sequences, ODE and
   predictor–corrector samplers: ``vmf.sample(key, posterior_fn, embeddings, path, ...)``.
 - :mod:`jaxsample.diffusion.guidance` — guided VP diffusion sampling over any ε-predictor: DDIM /
