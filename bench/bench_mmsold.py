@@ -21,7 +21,7 @@ import jaxsample
 from jaxsample.datasets import checkerboard, latent_mixture, two_spirals
 from jaxsample.diagnostics import sliced_wasserstein
 from jaxsample.kernels.pairwise import sq_distances
-from jaxsample.particles import cfdm_sample, moment_targets, sample_kde, smoothed_langevin
+from jaxsample.particles import MomentTargets, cfdm_sample, sample_kde, smoothed_langevin
 from jaxsample.particles.mmsold import DEFAULT_CHUNK_SIZE
 
 BANDWIDTH_2D = 0.02
@@ -48,20 +48,20 @@ def _cov_residual(samples, cov):
 
 def _stable_step(data, bandwidth, fraction=1.0):
     """``fraction * sigma_g^2 / lambda_max(Sigma*)``: explicit steps need ``h K < 2``."""
-    cov = moment_targets(data, bandwidth).cov
+    cov = MomentTargets.from_data(data, bandwidth).cov
     return fraction * bandwidth**2 / float(jnp.linalg.eigvalsh(cov)[-1])
 
 
 def _start(alg, data, key, num_particles, bandwidth):
     key_start, key_noise = jax.random.split(key)
-    return alg.init(sample_kde(key_start, data, num_particles, bandwidth=bandwidth),
+    return alg.init(sample_kde(key_start, data, num_samples=num_particles, bandwidth=bandwidth)[0],
                     rng_key=key_noise)
 
 
 def _langevin_rows(case, data, target, key, *, bandwidth, smoothing, num_particles, num_steps,
                    num_samples, step_size, chunk_size, extra_metrics=None):
     rows = []
-    cov = moment_targets(data, bandwidth).cov
+    cov = MomentTargets.from_data(data, bandwidth).cov
     k_init, k_run, k_sw, k_cfdm = jax.random.split(key, 4)
     makers = [("MM-SOLD", jaxsample.mmsold), ("naive smoothed Langevin", smoothed_langevin)]
     for name, make in makers:

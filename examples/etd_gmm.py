@@ -54,7 +54,7 @@ def main() -> None:
         results[name] = (jax.block_until_ready(state.positions), time.perf_counter() - t0)
     t0 = time.perf_counter()
     run_svgd = jax.jit(lambda x: svgd(target.logdensity, x, num_steps=5 * args.steps,
-                                      learning_rate=0.1))
+                                      learning_rate=0.1)[0])
     svgd_x = jax.block_until_ready(run_svgd(x0))
     results[f"SVGD ({5 * args.steps} steps)"] = (svgd_x, time.perf_counter() - t0)
 

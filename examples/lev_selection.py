@@ -55,7 +55,7 @@ def main(argv=None):
     }
     picks = {name: np.asarray(idx) for name, idx in picks.items()}
     sizes = [m for m in (4, 8, 16, 32, 64, 128, 256, 512) if m <= args.k]
-    curves = {name: [float(vendi_score(features[idx[:m]])) for m in sizes]
+    curves = {name: [float(vendi_score(features[idx[:m]])[0]) for m in sizes]
               for name, idx in picks.items()}
     print(f"{args.num_points} points, {args.num_clusters} Zipf clusters (largest "
           f"{np.bincount(labels).max()}, smallest {np.bincount(labels).min()}), k = {args.k}")

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import jaxsample
 from jaxsample.datasets import checkerboard, two_spirals
 from jaxsample.diagnostics import sliced_wasserstein
-from jaxsample.particles import cfdm_sample, moment_targets, sample_kde
+from jaxsample.particles import MomentTargets, cfdm_sample, sample_kde
 
 BANDWIDTH = 0.02
 
@@ -46,12 +46,12 @@ def main(argv=None) -> None:
         key, k_train, k_target, k_init, k_run, k_cfdm, k_sw = jax.random.split(key, 7)
         data, target = make(k_train, args.train), make(k_target, 5000)
         # explicit steps are stable while h * lambda_max(Sigma*) / sigma_g^2 < 2
-        cov = moment_targets(data, BANDWIDTH).cov
+        cov = MomentTargets.from_data(data, BANDWIDTH).cov
         step_size = BANDWIDTH**2 / float(jnp.linalg.eigvalsh(cov)[-1])
         alg = jaxsample.mmsold(data, bandwidth=BANDWIDTH, smoothing=args.smoothing,
                                num_smoothing_samples=4, step_size=step_size)
         k_start, k_noise = jax.random.split(k_init)
-        start = sample_kde(k_start, data, args.particles, bandwidth=BANDWIDTH)
+        start, _ = sample_kde(k_start, data, num_samples=args.particles, bandwidth=BANDWIDTH)
         state, info = jaxsample.run(k_run, alg, alg.init(start, rng_key=k_noise), args.steps)
         cfdm, _ = cfdm_sample(k_cfdm, data, num_samples=args.particles,
                               smoothing=args.smoothing, num_steps=100, num_smoothing_samples=4)

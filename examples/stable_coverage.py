@@ -16,8 +16,9 @@ from pathlib import Path
 
 import jax
 
-from jaxsample.demo.coverage import coverage_figure, disc_instance, sensitivity_study
+from jaxsample.datasets import disc_instance
 from jaxsample.report import markdown_table
+from jaxsample.subset.baselines import coverage_figure, sensitivity_study
 
 
 def main(argv=None):

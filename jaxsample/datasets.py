@@ -492,3 +492,185 @@ def _synthetic_community(key, compatibility, popularity_exponent, incoherence, f
     availability = log_pop[None, :] + jnp.asarray(focus, dtype) * own
     return Community(coherence_logits=coherence, availability_logits=availability,
                      topics=topics, compatible=compatible)
+
+
+# ------------------------------------------------------------------------------------------------
+# maximum coverage instances (stable maximum coverage, greedy): set systems and their
+# one-element neighbours, in the padded-index form of jaxsample.subset.PaddedIncidence
+
+__all__ += ["CoverageInstance", "disc_instance", "random_instance"]
+
+
+class CoverageInstance(NamedTuple):
+    """An instance in padded-index form and its one-element neighbours.
+
+    Attributes:
+        indices: ``(n, d)`` int32 set ids per element, padded with -1; the last rows are the
+            elements that add-neighbours add (weight 0 in the base instance).
+        num_sets: m.
+        weights: ``(n,)`` base element weights (1, or 0 for the not-yet-added elements).
+        neighbours: ``(N, n)`` weights of the neighbours: one element deleted (its weight set to
+            0) or one added (its weight set to 1).
+        kinds: ``N`` strings, ``"delete"`` or ``"add"``.
+    """
+
+    indices: np.ndarray
+    num_sets: int
+    weights: np.ndarray
+    neighbours: np.ndarray
+    kinds: tuple
+
+
+def _pad_rows(rows, width):
+    out = np.full((len(rows), width), -1, np.int32)
+    for e, row in enumerate(rows):
+        row = np.unique(row)[:width]
+        out[e, :row.size] = row
+    return out
+
+
+def _host_greedy(indices, num_sets, weights, steps):
+    """Greedy maximum coverage on the host (NumPy, O(nnz) in all) with each step's runner-up.
+
+    Same rule as :func:`jaxsample.subset.greedy_max_coverage` (ties to the lowest id). Used to
+    build instances: the runner-ups locate the picks that a one-element change can flip (the
+    device greedy reports no runner-ups).
+
+    Returns:
+        ``(order, gains, runner_up, runner_gains)``, each ``(steps,)``.
+    """
+    flat = indices.reshape(-1)
+    rows = np.repeat(np.arange(indices.shape[0]), indices.shape[1])
+    keep = flat >= 0
+    flat, rows = flat[keep], rows[keep]
+    by_set = np.argsort(flat, kind="stable")
+    starts = np.searchsorted(flat[by_set], np.arange(num_sets + 1))
+    gains = np.bincount(flat, weights[rows], minlength=num_sets).astype(np.float64)
+    covered = np.zeros(indices.shape[0], bool)
+    chosen = np.zeros(num_sets, bool)
+    order, picked, runner, runner_gain = [], [], [], []
+    for _ in range(steps):
+        masked = np.where(chosen, -1.0, gains)
+        best = int(np.argmax(masked))
+        second = np.where(np.arange(num_sets) == best, -1.0, masked)
+        order.append(best)
+        picked.append(masked[best])
+        runner.append(int(np.argmax(second)))
+        runner_gain.append(second[runner[-1]])
+        chosen[best] = True
+        members = rows[by_set[starts[best]:starts[best + 1]]]
+        new = members[~covered[members]]
+        covered[new] = True
+        sub = indices[new]
+        sub = sub[sub >= 0]
+        np.subtract.at(gains, sub, np.repeat(weights[new], (indices[new] >= 0).sum(axis=1)))
+    return (np.array(order), np.array(picked), np.array(runner), np.array(runner_gain))
+
+
+def _neighbours(indices, num_sets, k, rng, num_neighbours, added_rows):
+    """Random and greedy-critical one-element neighbours of a unit-weight instance.
+
+    * ``delete``: an element of a contender set (greedy's picks k/2 .. 2k), deleted;
+    * ``add``: the rows in ``added_rows`` (elements of contender sets), added;
+    * ``critical``: at a greedy step whose pick and runner-up differ by at most one unit of gain
+      (and the tie rule lets one element decide) and whose runner-up greedy never picks, an
+      element added to the runner-up alone. This flips greedy's pick there and changes its set:
+      the adversarial neighbours a sensitivity (a sup over neighbours) is about. Up to a third of
+      the neighbours, at the closest steps.
+    """
+    n = indices.shape[0]
+    base = np.ones(n)
+    order, gains, runner, runner_gains = _host_greedy(indices, num_sets, base,
+                                                     min(2 * k, num_sets))
+    contenders = order[k // 2:]
+    margin = gains[:k] - runner_gains[:k]
+    close = (margin < 1) | ((margin == 1) & (runner[:k] < order[:k]))
+    flips = np.flatnonzero(close & ~np.isin(runner[:k], order[:k]))   # the set, not the order
+    flips = flips[np.argsort(margin[flips], kind="stable")][:num_neighbours // 3]
+    critical_rows = [np.array([runner[t]]) for t in flips]
+    num_add = min(len(added_rows), (num_neighbours - len(critical_rows)) // 2)
+    added_rows = list(added_rows[:num_add]) + critical_rows
+    num_delete = num_neighbours - len(added_rows)
+    touches = np.isin(indices, contenders).any(axis=1)
+    deleted = rng.choice(np.flatnonzero(touches), size=num_delete, replace=False)
+    all_indices = np.concatenate([indices, _pad_rows(added_rows, indices.shape[1])])
+    weights = np.r_[base, np.zeros(len(added_rows))]
+    neighbours, kinds = [], []
+    for e in deleted:
+        w = weights.copy()
+        w[e] = 0.0
+        neighbours.append(w)
+        kinds.append("delete")
+    for j in range(len(added_rows)):
+        w = weights.copy()
+        w[n + j] = 1.0
+        neighbours.append(w)
+        kinds.append("add" if j < num_add else "critical")
+    return all_indices, weights, np.stack(neighbours), tuple(kinds), contenders
+
+
+def disc_instance(seed: int, num_elements: int, num_sets: int, k: int, *, mean_degree=2.5,
+                  max_degree: int = 8, num_neighbours: int = 8) -> CoverageInstance:
+    """Points uniform in the unit square; set i holds the points within ``r_i`` of centre ``c_i``.
+
+    A disc cover has many near-equal sets, where greedy's picks hinge on small differences: the
+    instance of the stable-coverage benchmark, example and demo (NumPy, seeded by ``seed``).
+
+    Radii are ``r̄·U(0.8, 1.2)`` with ``r̄`` such that a point lies in ``mean_degree`` discs on
+    average; a point keeps its ``max_degree`` nearest containing discs. Neighbours (see
+    ``_neighbours``): deleted points of contender discs (greedy's picks k/2 .. 2k), points added
+    uniformly inside contender discs, and greedy-critical additions.
+    """
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(seed)
+    points = rng.random((num_elements, 2))
+    centres = rng.random((num_sets, 2))
+    mean_radius = math.sqrt(mean_degree / (math.pi * num_sets))
+    radii = mean_radius * rng.uniform(0.8, 1.2, num_sets)
+    tree = cKDTree(centres)
+
+    def rows_of(pts):
+        dist, idx = tree.query(pts, k=max_degree, distance_upper_bound=radii.max())
+        safe = np.minimum(idx, num_sets - 1)
+        inside = (idx < num_sets) & (dist <= radii[safe])
+        return np.where(inside, idx, -1).astype(np.int32)
+
+    indices = rows_of(points)
+    contenders = _host_greedy(indices, num_sets, np.ones(num_elements), min(2 * k, num_sets))[0]
+    contenders = contenders[k // 2:]
+    num_add = num_neighbours // 2
+    discs = rng.choice(contenders, size=num_add)
+    angle = rng.uniform(0, 2 * math.pi, num_add)
+    radius = radii[discs] * np.sqrt(rng.random(num_add))
+    added = centres[discs] + radius[:, None] * np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    added_rows = [r[r >= 0] for r in rows_of(added)]
+    all_indices, weights, neighbours, kinds, _ = _neighbours(indices, num_sets, k, rng,
+                                                             num_neighbours, added_rows)
+    return CoverageInstance(all_indices, num_sets, weights, neighbours, kinds)
+
+
+def random_instance(seed: int, num_elements: int, num_sets: int, k: int, *, mean_degree=3.0,
+                    max_degree: int = 8, skew: float = 1.0,
+                    num_neighbours: int = 8) -> CoverageInstance:
+    """A random set system with skewed set sizes: element e joins ``1 + Poisson(mean − 1)`` sets
+    (at most ``max_degree``) drawn with probabilities ``∝ exp(skew·N(0, 1))``. Neighbours as for
+    :func:`disc_instance`; an added element joins two contender sets."""
+    rng = np.random.default_rng(seed)
+    popularity = np.exp(skew * rng.normal(size=num_sets))
+    cdf = np.cumsum(popularity / popularity.sum())
+    degree = np.minimum(1 + rng.poisson(mean_degree - 1, num_elements), max_degree)
+    picks = np.minimum(np.searchsorted(cdf, rng.random((num_elements, max_degree))),
+                       num_sets - 1).astype(np.int32)
+    picks = np.sort(np.where(np.arange(max_degree)[None, :] < degree[:, None], picks,
+                             num_sets), axis=1)
+    repeated = np.zeros_like(picks, bool)
+    repeated[:, 1:] = picks[:, 1:] == picks[:, :-1]
+    indices = np.where(repeated | (picks >= num_sets), -1, picks).astype(np.int32)
+    contenders = _host_greedy(indices, num_sets, np.ones(num_elements), min(2 * k, num_sets))[0]
+    contenders = contenders[k // 2:]
+    num_add = num_neighbours // 2
+    added_rows = [rng.choice(contenders, size=2, replace=False) for _ in range(num_add)]
+    all_indices, weights, neighbours, kinds, _ = _neighbours(indices, num_sets, k, rng,
+                                                             num_neighbours, added_rows)
+    return CoverageInstance(all_indices, num_sets, weights, neighbours, kinds)

@@ -57,8 +57,10 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
+    "MEMBER_BLOCK",
     "PaddedIncidence",
     "Relaxation",
     "covered_counts",
@@ -75,13 +77,102 @@ __all__ = [
 class PaddedIncidence(eqx.Module):
     """Sparse incidence: for each element, the ids of the sets that contain it.
 
+    Memory and every pass are ``O(n·d)`` for rows of width d, never ``O(n·m)``: the form for
+    n = 10⁶ elements. Build it with :meth:`from_indices`, which checks the ids (the fields
+    themselves are taken as valid) and adds the transposed index ``members`` when it is compact.
+
+    ``Bx`` is d one-dimensional gathers ``x[indices[:, j]]``; ``Bᵀu`` is, with ``members``, the
+    gathers ``u[members[r]]`` summed over the rows r, and a scatter-add (segment sum) without it.
+    On XLA:CPU a 2-D gather ``x[indices]`` and a scatter run element by element (at n = 10⁶,
+    d = 8, m = 10⁴: 130 ms and 40–70 ms on the 2-core host), the 1-D gathers vectorise (5 ms
+    and 10 ms): both products stay gathers.
+
     Attributes:
         indices: ``(n, d)`` int32; row e lists distinct set ids, padded with ``num_sets``.
         num_sets: m (static).
+        members: ``None`` or the transposed index, ``(w, m)`` int32: column i lists the elements
+            of set i, padded with ``n`` (``w`` the largest set size rounded up to a multiple of
+            :data:`MEMBER_BLOCK`).
     """
 
     indices: jax.Array
     num_sets: int = eqx.field(static=True)
+    members: jax.Array | None = None
+
+    @classmethod
+    def from_indices(cls, indices, *, num_sets: int) -> PaddedIncidence:
+        """The padded incidence from per-element set ids, checked.
+
+        Args:
+            indices: ``(n, d)`` integer set ids in ``[0, num_sets)``, padded with ``-1`` (or
+                ``num_sets``); a row must not repeat a set. Checked when concrete.
+            num_sets: m, a Python int ``>= 1``.
+
+        The transposed index ``members`` is built (host side, one sort of the ids) when the
+        ids are concrete and it holds at most four times the number of incidences
+        (``w·m <= 4·nnz``: no set far larger than the mean); otherwise ``Bᵀu`` is the segment
+        sum.
+
+        Raises:
+            ValueError, TypeError: naming ``indices`` or ``num_sets`` (ids out of range, a set
+                repeated within a row, wrong rank or dtype).
+
+        Example:
+            >>> import numpy as np
+            >>> inc = PaddedIncidence.from_indices(np.array([[0, 2], [1, -1], [2, -1]]),
+            ...                                    num_sets=3)
+            >>> inc.indices.tolist(), inc.num_sets
+            ([[0, 2], [1, 3], [2, 3]], 3)
+        """
+        # a kernel imports no jaxsample checks: these few are written out
+        if isinstance(num_sets, bool) or not isinstance(num_sets, int | np.integer):
+            raise TypeError(f"num_sets must be a Python int >= 1, got {type(num_sets).__name__}")
+        if num_sets < 1:
+            raise ValueError(f"num_sets must be >= 1, got {num_sets}")
+        num_sets = int(num_sets)
+        if isinstance(indices, jax.core.Tracer):
+            if indices.ndim != 2 or not jnp.issubdtype(indices.dtype, jnp.integer):
+                raise ValueError(f"indices must be a 2-D integer array, got {indices.dtype} "
+                                 f"of shape {indices.shape}")
+            return cls(jnp.where(indices < 0, num_sets, indices).astype(jnp.int32), num_sets)
+        host = np.asarray(indices)
+        if host.ndim != 2 or host.shape[0] < 1:
+            raise ValueError(f"indices must have 2 dimensions (n, d) with n >= 1, got shape "
+                             f"{host.shape}")
+        if not np.issubdtype(host.dtype, np.integer):
+            raise TypeError(f"indices must be integer, got dtype {host.dtype}")
+        if host.size and (host.min() < -1 or host.max() > num_sets):
+            raise ValueError(f"indices must be set ids in [0, num_sets = {num_sets}) or the pad "
+                             f"-1, got values in [{host.min()}, {host.max()}]")
+        host = np.where(host < 0, num_sets, host)
+        ordered = np.sort(host, axis=1)
+        if bool(np.any((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] < num_sets))):
+            raise ValueError("indices must not repeat a set within a row (element)")
+        return cls(jnp.asarray(host, jnp.int32), num_sets, _transposed_index(host, num_sets))
+
+
+MEMBER_BLOCK = 16  # rows of the transposed index summed per loop iteration (unrolled gathers)
+
+
+def _transposed_index(host, num_sets):
+    """``(w, m)`` member lists padded with n, or None when the padding would exceed 4·nnz."""
+    n, width = host.shape
+    flat = host.reshape(-1)
+    rows = np.repeat(np.arange(n, dtype=np.int32), width)
+    real = flat < num_sets
+    flat, rows = flat[real], rows[real]
+    if flat.size == 0:
+        return None
+    sizes = np.bincount(flat, minlength=num_sets)
+    members_width = -(-int(sizes.max()) // MEMBER_BLOCK) * MEMBER_BLOCK
+    if members_width * num_sets > 4 * flat.size:
+        return None
+    order = np.argsort(flat, kind="stable")
+    flat, rows = flat[order], rows[order]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    members = np.full((members_width, num_sets), n, np.int32)
+    members[np.arange(flat.size) - starts[flat], flat] = rows
+    return jnp.asarray(members)
 
 
 Incidence = jax.Array | PaddedIncidence
@@ -118,12 +209,27 @@ def covered_counts(incidence: Incidence, x: jax.Array) -> jax.Array:
     """``(Bx)_e``: the fractional number of chosen sets covering each element, ``(n,)``."""
     if isinstance(incidence, PaddedIncidence):
         padded = jnp.concatenate([x, jnp.zeros((1,), x.dtype)])
-        return jnp.sum(padded[incidence.indices], axis=1)
+        columns = incidence.indices.shape[1]
+        if columns <= 32:  # 1-D gathers, one per column (PaddedIncidence: why not 2-D)
+            return sum(padded[incidence.indices[:, j]] for j in range(columns))
+        return jax.lax.fori_loop(
+            0, columns, lambda j, acc: acc + padded[incidence.indices[:, j]],
+            jnp.zeros((incidence.indices.shape[0],), x.dtype))
     return incidence @ x
 
 
 def set_totals(incidence: Incidence, u: jax.Array) -> jax.Array:
     """``(Bᵀu)_i = Σ_{e ∈ S_i} u_e``, ``(m,)``."""
+    if isinstance(incidence, PaddedIncidence) and incidence.members is not None:
+        padded = jnp.concatenate([u, jnp.zeros((1,), u.dtype)])
+        members = incidence.members
+
+        def block(r, acc):
+            rows = jax.lax.dynamic_slice_in_dim(members, r * MEMBER_BLOCK, MEMBER_BLOCK, 0)
+            return acc + sum(padded[rows[i]] for i in range(MEMBER_BLOCK))
+
+        return jax.lax.fori_loop(0, members.shape[0] // MEMBER_BLOCK, block,
+                                 jnp.zeros((incidence.num_sets,), u.dtype))
     if isinstance(incidence, PaddedIncidence):
         # a flat segment sum: on XLA:CPU half the time of the 2-D scatter-add .at[indices].add
         spread = jnp.broadcast_to(u[:, None], incidence.indices.shape).reshape(-1)
@@ -199,7 +305,7 @@ def _evaluate(incidence, weights, log_x):
 
 
 def entropic_mirror_ascent(incidence: Incidence, weights: jax.Array, k: int, reg: jax.Array,
-                           num_steps: int) -> Relaxation:
+                           num_steps: int, report=None) -> Relaxation:
     """Maximises ``F + reg·H`` over ``Δ_k`` by entropic mirror ascent (module docstring).
 
     Starts at ``x = (k/m)·1``; each step costs one ``Bx``, one ``Bᵀu`` and one projection.
@@ -210,6 +316,8 @@ def entropic_mirror_ascent(incidence: Incidence, weights: jax.Array, k: int, reg
         k: static, ``1 <= k < m``.
         reg: entropic weight ``> 0`` (traced scalar).
         num_steps: static number of mirror steps.
+        report: optional static ``report(step, num_steps)``, called while tracing each step with
+            the traced 1-based step (a progress meter's hook; the kernel itself prints nothing).
 
     Returns:
         :class:`Relaxation` at the best of the iterates and the dual-average primal.
@@ -234,6 +342,8 @@ def entropic_mirror_ascent(incidence: Incidence, weights: jax.Array, k: int, reg
             mean_gradient = (1 - rho) * mean_gradient + rho * gradient
             mean_uncovered = (1 - rho) * mean_uncovered + rho * jnp.sum(under)
             log_x = kl_project((1 - rho) * log_x + rho * gradient / reg, k)
+            if report is not None:
+                report(t + 1, num_steps)
             return log_x, mean_gradient, mean_uncovered, best_log_x, best_objective
 
         zero = jnp.zeros((), dtype)

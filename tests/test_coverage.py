@@ -27,7 +27,7 @@ P_VALUE = 1e-3          # every statistical test rejects a correct sampler with 
 def _sampler(scheme):
     """``NUM_DRAWS`` common-seed draws, compiled once per scheme (``"cp"`` takes log-weights)."""
     if scheme == "cp":
-        one = lambda key, theta: subset.conditional_poisson(key, theta, K)
+        one = lambda key, theta: subset.conditional_poisson(key, theta, K)[0]
     else:
         one = lambda key, x: subset.correlated_k_subset(key, x, K, scheme=scheme)[0]
     return jax.jit(lambda key, v: jax.vmap(one, (0, None))(jax.random.split(key, NUM_DRAWS), v))
@@ -247,9 +247,12 @@ def test_stability_bound_for_add_and_delete_neighbours(instance):
 
 
 def test_nonfinite_weights_under_a_trace_are_flagged(instance):
-    """A NaN weight passed under vmap (unchecked) sets CoverageRelaxationInfo.nonfinite."""
+    """A NaN weight passed under vmap (unchecked) sets CoverageRelaxationInfo.nonfinite, and its
+    solver status says so."""
     assert instance["infos"].nonfinite[-1]
     assert not np.any(instance["infos"].nonfinite[:-1])
+    converged = np.asarray(instance["infos"].solver.converged)
+    assert not converged[-1] and np.all(converged[:-1])
 
 
 def test_sparse_incidence_matches_dense(instance, x64):
@@ -260,7 +263,7 @@ def test_sparse_incidence_matches_dense(instance, x64):
     indices = np.full((dense.shape[0], max(r.size for r in rows)), -1)
     for e, r in enumerate(rows):
         indices[e, :r.size] = r
-    sparse = subset.sparse_incidence(indices, dense.shape[1])
+    sparse = subset.PaddedIncidence.from_indices(indices, num_sets=dense.shape[1])
     x, info = subset.max_coverage_relaxation(sparse, 4, reg=instance["regs"][1],
                                              weights=jnp.asarray(instance["weights"]),
                                              num_steps=2000)
@@ -285,3 +288,27 @@ def test_correlated_k_subset_reports_its_fit(x64):
     _, none = subset.correlated_k_subset(key, x, K, scheme="systematic")
     assert int(none.solver.num_iterations) == 0 and bool(none.solver.converged)
     assert float(none.residual) == 0.0
+
+
+def test_progress_meter_reports_the_mirror_steps_and_changes_nothing():
+    """``progress=`` reports every ``every`` mirror steps from inside the compiled loop; the
+    result is bitwise that of the call without a meter."""
+    import io
+
+    import jaxsample
+
+    incidence = np.random.default_rng(3).random((30, 9)) < 0.3
+    out = io.StringIO()
+    meter = jaxsample.TextProgress(every=5, file=out)
+    kwargs = dict(reg=0.5, num_steps=20, scheme="systematic")
+    mask, info = subset.stable_max_coverage(jax.random.key(0), incidence, 3, progress=meter,
+                                            **kwargs)
+    jax.effects_barrier()
+    assert meter.steps_reported == [5, 10, 15, 20]
+    plain_mask, plain = subset.stable_max_coverage(jax.random.key(0), incidence, 3, **kwargs)
+    np.testing.assert_array_equal(mask, plain_mask)
+    np.testing.assert_array_equal(info.marginals, plain.marginals)
+    # one solver status: the 20 mirror steps, then the (absent) fit of the systematic rounding
+    assert int(info.solver.num_iterations) == 20 and bool(info.solver.converged)
+    with pytest.raises(TypeError, match="progress"):
+        subset.max_coverage_relaxation(incidence, 3, reg=0.5, progress="bar")

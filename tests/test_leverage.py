@@ -166,32 +166,38 @@ def test_sharded_selection_equals_shards_then_union():
     assert float(info.log_det) - floor >= (1 - 1 / math.e) * (np.max(shard_log_det) - floor)
 
 
+def _vendi(*args, **kwargs):
+    score, info = vendi_score(*args, **kwargs)
+    assert not bool(info.nonfinite)
+    return score
+
+
 def test_vendi_closed_forms_and_invariances(x64):
     """Shapes (12, 3) (dual form) and (3, 8) (primal form) only, to share compilations."""
     rng = np.random.default_rng(10)
-    assert float(vendi_score(jnp.ones((12, 3)))) == pytest.approx(1.0, abs=1e-12)
+    assert float(_vendi(jnp.ones((12, 3)))) == pytest.approx(1.0, abs=1e-12)
     groups = np.repeat(scipy.linalg.qr(rng.normal(size=(3, 3)))[0], 4, axis=0)
-    assert float(vendi_score(jnp.asarray(groups))) == pytest.approx(3.0, rel=1e-10)
+    assert float(_vendi(jnp.asarray(groups))) == pytest.approx(3.0, rel=1e-10)
     orthogonal = scipy.linalg.qr(rng.normal(size=(8, 8)))[0][:3] * 3.0
-    assert float(vendi_score(jnp.asarray(orthogonal))) == pytest.approx(3.0, rel=1e-10)
+    assert float(_vendi(jnp.asarray(orthogonal))) == pytest.approx(3.0, rel=1e-10)
 
     x = rng.normal(size=(12, 3))
-    dual = vendi_score(jnp.asarray(x))
-    np.testing.assert_allclose(vendi_score(jnp.asarray(x), kernel=_cosine), dual, rtol=1e-10)
+    dual = _vendi(jnp.asarray(x))
+    np.testing.assert_allclose(_vendi(jnp.asarray(x), kernel=_cosine), dual, rtol=1e-10)
     rotation = scipy.linalg.qr(rng.normal(size=(3, 3)))[0]
-    np.testing.assert_allclose(vendi_score(jnp.asarray(x[::-1] @ rotation)), dual, rtol=1e-10)
+    np.testing.assert_allclose(_vendi(jnp.asarray(x[::-1] @ rotation)), dual, rtol=1e-10)
     for q in (0.5, 2.0):
-        np.testing.assert_allclose(vendi_score(jnp.asarray(x), q=q),
-                                   vendi_score(jnp.asarray(x), kernel=_cosine, q=q), rtol=1e-10)
-    assert 1 <= float(vendi_score(jnp.asarray(x), q=jnp.inf)) <= float(
-        vendi_score(jnp.asarray(x), q=2.0)) <= float(dual) <= 3
+        np.testing.assert_allclose(_vendi(jnp.asarray(x), q=q),
+                                   _vendi(jnp.asarray(x), kernel=_cosine, q=q), rtol=1e-10)
+    assert 1 <= float(_vendi(jnp.asarray(x), q=jnp.inf)) <= float(
+        _vendi(jnp.asarray(x), q=2.0)) <= float(dual) <= 3
 
     # differentiable where the spectrum is simple: grad matches a central difference
     direction = rng.normal(size=x.shape)
-    grad = jax.grad(lambda a: vendi_score(a))(jnp.asarray(x))
+    grad = jax.grad(lambda a: vendi_score(a)[0])(jnp.asarray(x))
     step = 1e-6
-    numeric = (float(vendi_score(jnp.asarray(x + step * direction)))
-               - float(vendi_score(jnp.asarray(x - step * direction)))) / (2 * step)
+    numeric = (float(_vendi(jnp.asarray(x + step * direction)))
+               - float(_vendi(jnp.asarray(x - step * direction)))) / (2 * step)
     np.testing.assert_allclose(float(jnp.sum(grad * direction)), numeric, rtol=1e-5)
 
 
@@ -208,11 +214,27 @@ def test_vendi_matches_the_reference_package(x64):
     rng = np.random.default_rng(11)
     x = rng.normal(size=(12, 3)) + 0.5
     for q in (1.0, 2.0, 0.5):
-        np.testing.assert_allclose(vendi_score(jnp.asarray(x), q=q), vendi.score_dual(x, q=q),
+        np.testing.assert_allclose(_vendi(jnp.asarray(x), q=q), vendi.score_dual(x, q=q),
                                    rtol=1e-8)
-    np.testing.assert_allclose(vendi_score(jnp.asarray(x), q=jnp.inf),
+    np.testing.assert_allclose(_vendi(jnp.asarray(x), q=jnp.inf),
                                vendi.score_dual(x, q="inf"), rtol=1e-8)
     small = rng.normal(size=(3, 8))  # n <= d: the primal form, against score_X
-    np.testing.assert_allclose(vendi_score(jnp.asarray(small)), vendi.score_X(small), rtol=1e-8)
+    np.testing.assert_allclose(_vendi(jnp.asarray(small)), vendi.score_X(small), rtol=1e-8)
     reference = vendi.score(list(x), lambda a, b: float(np.exp(-np.sum((a - b) ** 2) / 4)))
-    np.testing.assert_allclose(vendi_score(jnp.asarray(x), kernel=_rbf), reference, rtol=1e-8)
+    np.testing.assert_allclose(_vendi(jnp.asarray(x), kernel=_rbf), reference, rtol=1e-8)
+
+
+def test_progress_meter_reports_the_picks():
+    """``progress=`` reports the picks from inside the compiled loop and changes nothing."""
+    import io
+
+    import jaxsample
+
+    x = jnp.asarray(np.random.default_rng(12).normal(size=(12, 3)), jnp.float32)
+    meter = jaxsample.TextProgress(every=2, file=io.StringIO())
+    indices, _ = leverage_select(x, 4, progress=meter)
+    jax.effects_barrier()
+    assert meter.steps_reported == [2, 4]
+    np.testing.assert_array_equal(indices, leverage_select(x, 4)[0])
+    with pytest.raises(TypeError, match="progress"):
+        leverage_sample(jax.random.key(0), x, 4, progress=True)

@@ -17,9 +17,9 @@ from jaxsample.kernels.interactions import antithetic_normal, smoothed_kde_score
 from jaxsample.kernels.stiefel import retract
 from jaxsample.particles import (
     MMSOLDState,
+    MomentTargets,
     cfdm_sample,
     exact_tilt,
-    moment_targets,
     plugin_tilt,
     sample_kde,
     smoothed_langevin,
@@ -47,7 +47,7 @@ def _keep_state(state, info):
 
 def _start(alg, data, key, num_particles, bandwidth):
     key_start, key_noise = jax.random.split(key)
-    return alg.init(sample_kde(key_start, data, num_particles, bandwidth=bandwidth),
+    return alg.init(sample_kde(key_start, data, num_samples=num_particles, bandwidth=bandwidth)[0],
                     rng_key=key_noise)
 
 
@@ -63,7 +63,7 @@ def test_moments_exact_at_every_step(x64, integrator, estimator):
                            num_remainder=10, num_smoothing_samples=4)
     state = _start(alg, data, jax.random.key(1), num_particles, 0.3)
     _, (states, info) = jaxsample.run(jax.random.key(2), alg, state, 8, transform=_keep_state)
-    mean, cov, _ = moment_targets(data, 0.3)
+    mean, cov, _ = MomentTargets.from_data(data, 0.3)
     z, y = states.positions, states.coords
     assert z.dtype == dtype and z.shape == (8, num_particles, 3)
     rel = 1e-10
@@ -92,7 +92,7 @@ def test_start_is_retracted_and_too_few_particles_rejected(x64):
     with pytest.raises(ValueError, match="position"):
         alg.init(data[:, :2])
     state = alg.init(data[:4] * 3.0 + 1.0)
-    mean, cov, _ = moment_targets(data, 0.3)
+    mean, cov, _ = MomentTargets.from_data(data, 0.3)
     centred = state.positions - mean[None, :]
     np.testing.assert_allclose(jnp.mean(state.positions, axis=0), mean, atol=1e-12)
     np.testing.assert_allclose(centred.T @ centred / 4, cov, atol=1e-12)
@@ -137,7 +137,7 @@ def test_pullback_is_the_chain_rule_not_the_transpose(x64):
     """G_Y = G_Z L equals jax.grad of Y -> sum_b V_hat(mu* + L y_b) with the noise fixed."""
     data = _data(jnp.float64, num_data=25, dim=3)
     bandwidth, smoothing = 0.4, 0.3
-    mean, cov, chol = moment_targets(data, bandwidth)
+    mean, cov, chol = MomentTargets.from_data(data, bandwidth)
     assert float(jnp.max(jnp.abs(cov - jnp.diag(jnp.diag(cov))))) > 0.1  # non-diagonal
     y = retract(jax.random.normal(jax.random.key(0), (10, 3), jnp.float64))
     noise = antithetic_normal(jax.random.key(1), 10, 4, 3, jnp.float64)
@@ -173,7 +173,7 @@ def test_gaussian_data_passes_ks_on_random_projections():
                                num_smoothing_samples=4)
         state, _ = jaxsample.run(jax.random.key(0), alg,
                                  _start(alg, data, jax.random.key(1), 600, 0.4), 150)
-        mean, cov, _ = moment_targets(data, 0.4)
+        mean, cov, _ = MomentTargets.from_data(data, 0.4)
         directions = np.random.default_rng(7).standard_normal((10, dim))
         directions /= np.linalg.norm(directions, axis=1, keepdims=True)
         z = np.asarray(state.positions)
@@ -235,9 +235,10 @@ def test_circle_particles_match_exact_tilt_by_quadrature():
     radius = np.sqrt(sq_radius)
     tilted, naive = _radius_stats(radius, law(c), r0), _radius_stats(radius, law(0.0), r0)
 
-    library = exact_tilt(data, bandwidth=bandwidth, smoothing=smoothing, grid_size=121,
-                         num_quadrature=16)
-    assert library.converged
+    library, info = exact_tilt(data, bandwidth=bandwidth, smoothing=smoothing, grid_size=121,
+                               num_quadrature=16)
+    assert bool(info.solver.converged) and not bool(info.nonfinite)
+    assert library.quadratic.dtype == jnp.float32  # the data's dtype
     np.testing.assert_allclose(library.linear, 0.0, atol=1e-6)
     np.testing.assert_allclose(library.quadratic, c * np.eye(2), rtol=2e-3, atol=1e-3)
 
@@ -272,17 +273,18 @@ def test_plugin_tilt_on_the_circle():
     Lyapunov solution for S built from the test's own potential (same Gauss–Hermite rule) by
     central differences.
     """
-    bandwidth, smoothing, num_quadrature = 0.1, 0.2, 24
+    bandwidth, smoothing, num_quadrature = 0.1, 0.2, 16
     with jax.enable_x64(True):
         data = jnp.asarray(_circle())
-        monte_carlo = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
-                                  smoothing=smoothing, num_smoothing_samples=512)
+        monte_carlo, info = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
+                                        smoothing=smoothing, num_smoothing_samples=512)
+        assert not bool(info.nonfinite)
         np.testing.assert_allclose(monte_carlo.linear, 0.0, atol=1e-12)
         lam = np.asarray(monte_carlo.quadratic)
         np.testing.assert_allclose(lam, lam.T, atol=1e-12)
-        quadrature = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
-                                 smoothing=smoothing, num_quadrature=num_quadrature)
-        _, cov, _ = moment_targets(data, bandwidth)
+        quadrature, _ = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
+                                    smoothing=smoothing, num_quadrature=num_quadrature)
+        _, cov, _ = MomentTargets.from_data(data, bandwidth)
     np.testing.assert_allclose(quadrature.linear, 0.0, atol=1e-10)
     lam = np.asarray(quadrature.quadratic)
     assert lam[0, 0] < 0

@@ -211,7 +211,7 @@ def test_svgd_flat_and_pytree_are_bitwise_equal(dtype):
     start = jax.random.normal(jax.random.key(5), (16, 3), dtype)
     results = []
     for ld, to_tree, from_tree in _FORMS:
-        out = svgd(ld, to_tree(start), num_steps=10, keep_every=5)
+        out, _ = svgd(ld, to_tree(start), num_steps=10, keep_every=5)
         assert jax.tree.leaves(out)[0].shape[:2] == (2, 16)
         results.append(from_tree(out))
     _assert_bitwise(results)
@@ -235,7 +235,7 @@ def test_mmsold_flat_and_pytree_records_are_bitwise_equal():
     for _, to_tree, from_tree in _FORMS:
         alg = make(to_tree(data), bandwidth=0.4, smoothing=0.1, step_size=1e-2,
                    num_smoothing_samples=2)
-        start = sample_kde(jax.random.key(7), to_tree(data), 8, bandwidth=0.4)
+        start, _ = sample_kde(jax.random.key(7), to_tree(data), num_samples=8, bandwidth=0.4)
         state, trace = jaxsample.run(jax.random.key(8), alg, alg.init(start), 5,
                                      transform=lambda s, i: (s.positions, i.cov_residual))
         assert jax.tree.leaves(state.positions)[0].shape[0] == 8

@@ -26,7 +26,7 @@ def _svgd(logdensity_fn, x0, num_steps, learning_rate):
     from jaxsample.particles import svgd
 
     return jax.jit(lambda x: svgd(logdensity_fn, x, num_steps=num_steps,
-                                  learning_rate=learning_rate))(x0)
+                                  learning_rate=learning_rate)[0])(x0)
 
 
 def _run(key: jax.Array, outdir: Path) -> SectionReport:

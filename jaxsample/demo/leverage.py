@@ -46,7 +46,7 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
         "random": host_generator(key_random).permutation(num_points)[:k],
     }
     sizes = (1, 16, k)  # one row has Vendi 1 by definition
-    curves = {name: [1.0] + [float(vendi_score(features[idx[:m]])) for m in sizes[1:]]
+    curves = {name: [1.0] + [float(vendi_score(features[idx[:m]])[0]) for m in sizes[1:]]
               for name, idx in picks.items()}
     rows = []
     for name, idx in picks.items():

@@ -10,6 +10,7 @@ the cheaper Stein estimate of the official code. Re-exported from :mod:`jaxsampl
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -21,8 +22,8 @@ from jaxsample._checks import (
     check_hyperparameter,
     check_int,
     check_key,
-    check_number,
 )
+from jaxsample._solver import SolverStats
 from jaxsample.kernels import chunking, pairwise
 from jaxsample.kernels.interactions import (
     antithetic_normal,
@@ -30,9 +31,9 @@ from jaxsample.kernels.interactions import (
     symmetric_lyapunov_solve,
 )
 from jaxsample.particles._validation import check_data, check_num_smoothing_samples
-from jaxsample.particles.mmsold import moment_targets
+from jaxsample.particles.mmsold import MomentTargets
 
-__all__ = ["ExactTilt", "Tilt", "exact_tilt", "plugin_tilt"]
+__all__ = ["ExactTiltInfo", "PluginTiltInfo", "Tilt", "exact_tilt", "plugin_tilt"]
 
 
 class Tilt(NamedTuple):
@@ -43,35 +44,43 @@ class Tilt(NamedTuple):
     quadratic: jax.Array
 
 
-class ExactTilt(NamedTuple):
-    """Result of :func:`exact_tilt`.
+class PluginTiltInfo(NamedTuple):
+    """What :func:`plugin_tilt` reports besides the tilt.
 
     Attributes:
-        linear: ``lambda`` (d,).
-        quadratic: ``Lambda`` (d, d), symmetric.
-        converged: Newton reached ``tol`` on the moment equations.
-        num_iterations: Newton iterations taken.
+        nonfinite: a coefficient of the tilt is NaN/inf.
+    """
+
+    nonfinite: jax.Array
+
+
+class ExactTiltInfo(NamedTuple):
+    """What :func:`exact_tilt` reports besides the tilt (arrays of the data's dtype).
+
+    Attributes:
         moment_error: max abs error of the tilted law's mean and covariance on the grid.
         grid: ``(G, d)`` quadrature points.
         log_density: ``(G,)`` log of the tilted density at ``grid`` (normalised on the grid).
         naive_log_density: ``(G,)`` log of the untilted ``e^{-V}``, normalised on the grid.
         cell_volume: volume of one grid cell.
+        solver: :class:`~jaxsample.SolverStats` of the Newton iteration (``successful`` when the
+            moment error met ``tol`` within ``max_iterations``).
+        nonfinite: the tilt or the moment error is NaN/inf.
     """
 
-    linear: np.ndarray
-    quadratic: np.ndarray
-    converged: bool
-    num_iterations: int
-    moment_error: float
-    grid: np.ndarray
-    log_density: np.ndarray
-    naive_log_density: np.ndarray
-    cell_volume: float
+    moment_error: jax.Array
+    grid: jax.Array
+    log_density: jax.Array
+    naive_log_density: jax.Array
+    cell_volume: jax.Array
+    solver: SolverStats
+    nonfinite: jax.Array
 
 
 def plugin_tilt(key: jax.Array, data, *, bandwidth: float, smoothing: float,
                 num_smoothing_samples: int = 2048, num_quadrature: int | None = None,
-                estimation_points=None, chunk_size: int | None = 16) -> Tilt:
+                estimation_points=None, chunk_size: int | None = 16
+                ) -> tuple[Tilt, PluginTiltInfo]:
     r"""Plug-in Stein estimate of the tilt (what the reference code uses; approximate).
 
     Evaluates the Stein identities with the estimation points (default: the data) in place of
@@ -99,19 +108,19 @@ def plugin_tilt(key: jax.Array, data, *, bandwidth: float, smoothing: float,
             ``chunk_size × M × n`` logits at a time (None: all ``P`` at once).
 
     Returns:
-        :class:`Tilt` in the data's dtype.
+        ``(Tilt, PluginTiltInfo)``, the tilt in the data's dtype.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> angles = jnp.arange(12.0) * (2 * jnp.pi / 12)
         >>> circle = jnp.stack([jnp.cos(angles), jnp.sin(angles)], axis=1)
-        >>> tilt = plugin_tilt(jax.random.key(0), circle, bandwidth=0.1, smoothing=0.2)
+        >>> tilt, _ = plugin_tilt(jax.random.key(0), circle, bandwidth=0.1, smoothing=0.2)
         >>> bool(jnp.all(jnp.abs(tilt.linear) < 1e-3)), bool(tilt.quadratic[0, 0] < 0)
         (True, True)
     """
     key = check_key("key", key)
     data = check_data(data)
-    mean, cov, _ = moment_targets(data, bandwidth)
+    mean, cov, _ = MomentTargets.from_data(data, bandwidth)
     smoothing = check_hyperparameter("smoothing", smoothing, positive=False)
     num_smoothing_samples = check_num_smoothing_samples(num_smoothing_samples)
     chunk_size = check_chunk_size(chunk_size)
@@ -137,7 +146,9 @@ def plugin_tilt(key: jax.Array, data, *, bandwidth: float, smoothing: float,
     linear = -jnp.mean(grad_v, axis=0)
     stein = centred.T @ grad_v / points.shape[0]
     rhs = 2 * jnp.eye(dim, dtype=data.dtype) - (stein + stein.T)
-    return Tilt(linear, symmetric_lyapunov_solve(cov, rhs))
+    tilt = Tilt(linear, symmetric_lyapunov_solve(cov, rhs))
+    finite = jnp.all(jnp.isfinite(tilt.linear)) & jnp.all(jnp.isfinite(tilt.quadratic))
+    return tilt, PluginTiltInfo(~finite)
 
 
 def _smoothed_potential(points, data, bandwidth, smoothing, num_quadrature, chunk_size=16):
@@ -164,21 +175,23 @@ def _smoothed_potential(points, data, bandwidth, smoothing, num_quadrature, chun
     return chunking.map_rows(potential, points, chunk_size=chunk_size)
 
 
-def exact_tilt(data, *, bandwidth: float, smoothing: float, grid_size: int = 201,
-               margin: float | None = None, num_quadrature: int = 20, max_iterations: int = 50,
-               tol: float = 1e-9) -> ExactTilt:
+def exact_tilt(data, *, bandwidth, smoothing, grid_size: int = 201, margin=None,
+               num_quadrature: int = 20, max_iterations: int = 50, tol=None
+               ) -> tuple[Tilt, ExactTiltInfo]:
     r"""The exact tilt of MM-SOLD's large-particle limit, by quadrature (``d <= 2``).
 
     Finds :math:`(\lambda, \Lambda)` such that
-    :math:`p^*(z) \propto e^{-V(z) - \lambda^\top u - \frac12 u^\top\Lambda u}`,
+    :math:`p^*(z) \propto e^{-V(z) - \lambda^\top u - \frac12 u^\top \Lambda u}`,
     :math:`u = z - \mu^*`, has mean :math:`\mu^*` and covariance :math:`\Sigma^*`, by Newton's
     method on the convex dual
     :math:`G(\lambda,\Lambda) = \log\int e^{-V - \lambda^\top u - \frac12 u^\top\Lambda u}\,dz +
     \frac12\mathrm{tr}(\Lambda\Sigma^*)` (gradient: the moment errors; Hessian: the covariance of
-    the sufficient statistics), with backtracking. ``V`` is computed on a ``grid_size^d`` grid
-    spanning the data plus ``margin`` by a ``num_quadrature^d``-node Gauss–Hermite rule over the
-    smoothing noise. The Newton loop runs in NumPy float64 on the grid values: it is an offline
-    utility (``O(grid_size^d * num_quadrature^d * n)`` work), not part of the sampler.
+    the sufficient statistics), with Armijo backtracking. ``V`` is computed on a ``grid_size^d``
+    grid spanning the data plus ``margin`` by a ``num_quadrature^d``-node Gauss–Hermite rule over
+    the smoothing noise (``O(grid_size^d · num_quadrature^d · n)`` work): a reference for the law
+    the particles reach, not part of the sampler. It runs in the data's dtype and is jittable
+    (``lax.while_loop``; ``bandwidth``, ``smoothing``, ``margin`` and ``tol`` traced); float64
+    reaches moment errors of ``1e-9``, float32 about ``1e-5``.
 
     Args:
         data: ``(n, d)`` training data, ``d`` in ``{1, 2}``.
@@ -188,78 +201,108 @@ def exact_tilt(data, *, bandwidth: float, smoothing: float, grid_size: int = 201
         margin: distance added beyond the data on each side; default ``8 sigma_g + 4 s``.
         num_quadrature: Gauss–Hermite nodes per axis.
         max_iterations: Newton iterations.
-        tol: tolerance on the max abs moment error.
+        tol: tolerance on the max abs moment error (default ``1e-9`` in float64, ``1e-5`` in
+            float32).
 
     Returns:
-        :class:`ExactTilt` (NumPy float64 values; ``grid``/``log_density`` for plotting).
+        ``(Tilt, ExactTiltInfo)``: the tilt, and the Newton status, the moment error and the
+        grid densities (``grid``/``log_density`` for plotting).
 
     Example:
         >>> import numpy as np
         >>> angles = np.arange(12) * (2 * np.pi / 12)
         >>> circle = np.stack([np.cos(angles), np.sin(angles)], axis=1)
-        >>> tilt = exact_tilt(circle, bandwidth=0.1, smoothing=0.2, grid_size=101)
-        >>> tilt.converged, bool(tilt.quadratic[0, 0] < 0)
+        >>> tilt, info = exact_tilt(circle, bandwidth=0.1, smoothing=0.2, grid_size=101)
+        >>> bool(info.solver.converged), bool(tilt.quadratic[0, 0] < 0)
         (True, True)
     """
     data = check_data(data)
-    mean, cov, _ = (np.asarray(a, np.float64) for a in moment_targets(data, bandwidth))
-    bandwidth = check_number("bandwidth", bandwidth, positive=True)
-    smoothing = check_number("smoothing", smoothing, positive=False)
+    targets = MomentTargets.from_data(data, bandwidth)
+    bandwidth = check_hyperparameter("bandwidth", bandwidth)
+    smoothing = check_hyperparameter("smoothing", smoothing, positive=False)
     grid_size = check_int("grid_size", grid_size, 3)
     num_quadrature = check_int("num_quadrature", num_quadrature, 1)
     max_iterations = check_int("max_iterations", max_iterations, 1)
     dim = data.shape[1]
     if dim > 2:
         raise ValueError(f"exact_tilt integrates on a grid and supports d <= 2, got d = {dim}")
-    margin = 8 * bandwidth + 4 * smoothing if margin is None else check_number(
-        "margin", margin, positive=True)
-    centred = np.asarray(data, np.float64) - mean[None, :]
-    axes = [np.linspace(lo - margin, hi + margin, grid_size)
-            for lo, hi in zip(centred.min(axis=0), centred.max(axis=0), strict=True)]
-    cell_volume = float(np.prod([a[1] - a[0] for a in axes]))
-    u = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, dim)
-    potential = np.asarray(_smoothed_potential(
-        jnp.asarray(u, data.dtype), jnp.asarray(centred, data.dtype), bandwidth, smoothing,
-        num_quadrature), np.float64)
+    margin = check_hyperparameter("margin", margin, allow_none=True)
+    if tol is None:
+        tol = 1e-9 if data.dtype == jnp.float64 else 1e-5
+    tol = check_hyperparameter("tol", tol)
+    return _exact_tilt(data, targets.mean, targets.cov, bandwidth, smoothing, margin, tol,
+                       grid_size=grid_size, num_quadrature=num_quadrature,
+                       max_iterations=max_iterations)
+
+
+@functools.partial(jax.jit, static_argnames=("grid_size", "num_quadrature", "max_iterations"))
+def _exact_tilt(data, mean, cov, bandwidth, smoothing, margin, tol, *, grid_size,
+                num_quadrature, max_iterations):
+    dtype, dim = data.dtype, data.shape[1]
+    bandwidth, smoothing = jnp.asarray(bandwidth, dtype), jnp.asarray(smoothing, dtype)
+    margin = 8 * bandwidth + 4 * smoothing if margin is None else jnp.asarray(margin, dtype)
+    tol = jnp.asarray(tol, dtype)
+    centred = data - mean[None, :]
+    low, high = centred.min(axis=0) - margin, centred.max(axis=0) + margin
+    fractions = jnp.linspace(0, 1, grid_size, dtype=dtype)
+    axes = [low[i] + (high[i] - low[i]) * fractions for i in range(dim)]
+    cell_volume = jnp.prod((high - low) / (grid_size - 1))
+    u = jnp.stack(jnp.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, dim)
+    potential = _smoothed_potential(u, centred, bandwidth, smoothing, num_quadrature)
 
     pairs = [(i, j) for i in range(dim) for j in range(i, dim)]
-    features = np.concatenate(
+    features = jnp.concatenate(
         [u] + [(0.5 if i == j else 1.0) * u[:, i:i + 1] * u[:, j:j + 1] for i, j in pairs], axis=1)
-    target = np.concatenate([np.zeros(dim)] + [[(0.5 if i == j else 1.0) * cov[i, j]]
-                                               for i, j in pairs])
+    target = jnp.concatenate([jnp.zeros((dim,), dtype)]
+                             + [(0.5 if i == j else 1.0) * cov[i, j][None] for i, j in pairs])
 
     def dual(theta):
         logits = -potential - features @ theta
-        log_norm = np.logaddexp.reduce(logits)
-        return log_norm + theta @ target, np.exp(logits - log_norm)
+        log_norm = jax.nn.logsumexp(logits)
+        return log_norm + theta @ target, jnp.exp(logits - log_norm)
 
-    theta = np.zeros(target.shape[0])
-    value, probs = dual(theta)
-    for iterations in range(1, max_iterations + 1):  # noqa: B007 - the count is reported
+    def newton(state):
+        iterations, theta, value, probs, _ = state
         expected = probs @ features
         gradient = target - expected
-        if np.max(np.abs(gradient)) < tol:
-            break
+        done = jnp.max(jnp.abs(gradient)) < tol
         centred_features = features - expected[None, :]
         hessian = centred_features.T @ (probs[:, None] * centred_features)
-        direction = np.linalg.solve(hessian, gradient)
-        step = 1.0
-        while True:  # backtracking (Armijo) on the convex dual
-            new_value, new_probs = dual(theta - step * direction)
-            if new_value <= value - 1e-4 * step * (gradient @ direction) or step < 1e-8:
-                break
-            step *= 0.5
-        theta, value, probs = theta - step * direction, new_value, new_probs
+        direction = jnp.linalg.solve(hessian, gradient)
+        slope = 1e-4 * (gradient @ direction)
 
-    linear = theta[:dim]
-    quadratic = np.zeros((dim, dim))
+        def shrink(search):  # backtracking (Armijo) on the convex dual
+            step = search[0] / 2
+            return (step, *dual(theta - step * direction))
+
+        def too_long(search):
+            step, new_value, _ = search
+            return (new_value > value - step * slope) & (step >= 1e-8)
+
+        one = jnp.ones((), dtype)
+        step, new_value, new_probs = jax.lax.while_loop(
+            too_long, shrink, (one, *dual(theta - direction)))
+        theta = jnp.where(done, theta, theta - step * direction)
+        return (iterations + 1, theta, jnp.where(done, value, new_value),
+                jnp.where(done, probs, new_probs), done)
+
+    theta = jnp.zeros(target.shape, dtype)
+    start = (jnp.zeros((), jnp.int32), theta, *dual(theta), jnp.zeros((), bool))
+    iterations, theta, _, probs, _ = jax.lax.while_loop(
+        lambda state: (state[0] < max_iterations) & ~state[4], newton, start)
+
+    quadratic = jnp.zeros((dim, dim), dtype)
     for value_ij, (i, j) in zip(theta[dim:], pairs, strict=True):
-        quadratic[i, j] = quadratic[j, i] = value_ij
+        quadratic = quadratic.at[i, j].set(value_ij).at[j, i].set(value_ij)
     tilted_mean = probs @ u
     tilted_second = u.T @ (probs[:, None] * u)
-    moment_error = float(max(np.max(np.abs(tilted_mean)), np.max(np.abs(tilted_second - cov))))
-    naive = -potential - np.logaddexp.reduce(-potential) - np.log(cell_volume)
-    log_density = np.log(probs) - np.log(cell_volume)
-    converged = moment_error < tol
-    return ExactTilt(linear, quadratic, converged, iterations, moment_error, u + mean[None, :],
-                     log_density, naive, cell_volume)
+    moment_error = jnp.maximum(jnp.max(jnp.abs(tilted_mean)),
+                               jnp.max(jnp.abs(tilted_second - cov)))
+    log_cell = jnp.log(cell_volume)
+    naive = -potential - jax.nn.logsumexp(-potential) - log_cell
+    log_density = jnp.log(probs) - log_cell
+    nonfinite = ~(jnp.all(jnp.isfinite(theta)) & jnp.isfinite(moment_error))
+    solver = SolverStats.of(iterations, converged=moment_error < tol, nonfinite=nonfinite)
+    tilt = Tilt(theta[:dim], quadratic)
+    return tilt, ExactTiltInfo(moment_error, u + mean[None, :], log_density, naive, cell_volume,
+                               solver, nonfinite)

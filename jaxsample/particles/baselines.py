@@ -33,7 +33,17 @@ from jaxsample.kernels.interactions import antithetic_normal, smoothed_kde_score
 from jaxsample.particles._validation import check_data, check_num_smoothing_samples
 from jaxsample.particles.mmsold import DEFAULT_CHUNK_SIZE, build_algorithm
 
-__all__ = ["CFDMInfo", "cfdm_sample", "smoothed_langevin", "svgd"]
+__all__ = ["CFDMInfo", "SVGDInfo", "cfdm_sample", "smoothed_langevin", "svgd"]
+
+
+class SVGDInfo(NamedTuple):
+    """What :func:`svgd` reports besides the particles.
+
+    Attributes:
+        nonfinite: a returned particle (any snapshot) is NaN/inf.
+    """
+
+    nonfinite: jax.Array
 
 
 def smoothed_langevin(data, *, bandwidth: float, smoothing: float,
@@ -54,7 +64,8 @@ def smoothed_langevin(data, *, bandwidth: float, smoothing: float,
         >>> from jaxsample.particles import sample_kde, smoothed_langevin
         >>> data = jax.random.normal(jax.random.key(0), (50, 2))
         >>> alg = smoothed_langevin(data, bandwidth=0.3, smoothing=0.1, step_size=1e-2)
-        >>> state = alg.init(sample_kde(jax.random.key(1), data, 8, bandwidth=0.3))
+        >>> state = alg.init(sample_kde(jax.random.key(1), data, num_samples=8,
+        ...                             bandwidth=0.3)[0])
         >>> alg.step(jax.random.key(2), state)[0].positions.shape
         (8, 2)
     """
@@ -139,7 +150,8 @@ def _cfdm(key, data, num_samples, smoothing, num_steps, num_smoothing_samples, c
 
 
 def svgd(logdensity_fn: Callable, position, *, num_steps: int,
-         learning_rate: float = 0.1, keep_every: int | None = None):
+         learning_rate: float = 0.1, keep_every: int | None = None
+         ) -> tuple[jax.Array, SVGDInfo]:
     """BlackJAX SVGD from ``position``: RBF kernel, median-heuristic bandwidth, Adam.
 
     ``blackjax.svgd(jax.grad(logdensity_fn), optax.adam(learning_rate),
@@ -160,8 +172,9 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
             last (``num_steps`` must be a multiple of it).
 
     Returns:
-        ``(N, d)`` final particles, or ``(num_steps // keep_every, N, d)`` snapshots (pytrees:
-        leaves with those leading axes).
+        ``(particles, SVGDInfo)``: ``(N, d)`` final particles, or
+        ``(num_steps // keep_every, N, d)`` snapshots (pytrees: leaves with those leading
+        axes).
 
     Raises:
         ImportError: BlackJAX (or optax) is not installed.
@@ -170,8 +183,9 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
     Example:
         >>> import jax, jax.numpy as jnp
         >>> x0 = jax.random.normal(jax.random.key(0), (16, 2))
-        >>> svgd(lambda x: -0.5 * jnp.sum(x**2), x0, num_steps=5).shape
-        (16, 2)
+        >>> particles, info = svgd(lambda x: -0.5 * jnp.sum(x**2), x0, num_steps=5)
+        >>> particles.shape, bool(info.nonfinite)
+        ((16, 2), False)
     """
     try:
         import blackjax
@@ -211,11 +225,12 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
             return jax.lax.fori_loop(0, length, lambda _, s: sampler.step(s), state)
 
     if keep_every is None:
-        return _pytree.unravel(advance(state, num_steps).particles, structure)
+        particles = advance(state, num_steps).particles
+    else:
+        def snapshot(state, _):
+            state = advance(state, keep_every)
+            return state, state.particles
 
-    def snapshot(state, _):
-        state = advance(state, keep_every)
-        return state, state.particles
-
-    _, path = jax.lax.scan(snapshot, state, None, length=num_steps // keep_every)
-    return _pytree.unravel(path, structure)
+        _, particles = jax.lax.scan(snapshot, state, None, length=num_steps // keep_every)
+    info = SVGDInfo(~jnp.all(jnp.isfinite(particles)))
+    return _pytree.unravel(particles, structure), info

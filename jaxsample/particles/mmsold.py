@@ -67,13 +67,13 @@ from jaxsample.kernels.stiefel import retract, tangent_project
 from jaxsample.particles._validation import check_data, check_num_smoothing_samples
 
 __all__ = [
+    "KDESampleInfo",
     "MMSOLDInfo",
     "MMSOLDState",
     "MomentTargets",
     "build_kernel",
     "init",
     "mmsold",
-    "moment_targets",
     "pulled_back_gradient",
     "sample_kde",
 ]
@@ -116,11 +116,50 @@ class MMSOLDInfo(NamedTuple):
 
 
 class MomentTargets(NamedTuple):
-    """Moment targets: ``mean`` ``mu*`` (d,), ``cov`` ``Sigma*`` (d, d), ``chol`` ``L`` (d, d)."""
+    """Moment targets: ``mean`` ``mu*`` (d,), ``cov`` ``Sigma*`` (d, d), ``chol`` ``L`` (d, d).
+
+    Build them from data with :meth:`from_data`.
+    """
 
     mean: jax.Array
     cov: jax.Array
     chol: jax.Array
+
+    @classmethod
+    def from_data(cls, data, bandwidth) -> MomentTargets:
+        r"""The KDE's moments :math:`\mu^* = \bar x`, :math:`\Sigma^* = \Sigma_x + \sigma_g^2 I`.
+
+        :math:`\Sigma_x` is the 1/n-normalised data covariance.
+        :math:`\Sigma^* \succeq \sigma_g^2 I`, so a rank-deficient data covariance needs no
+        jitter; a ``ValueError`` is raised only if the Cholesky factor is not finite in the data's
+        dtype (``sigma_g`` negligible next to the data).
+
+        Args:
+            data: ``(n, d)`` training data (a pytree of ``(n, ...)`` leaves: the moments of the
+                raveled records, the coordinates MM-SOLD runs in).
+            bandwidth: KDE bandwidth ``sigma_g > 0`` (may be traced).
+
+        Returns:
+            :class:`MomentTargets` in the data's dtype.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> MomentTargets.from_data(jnp.array([[1.0, 0.0], [-1.0, 0.0]]), 0.5).cov
+            Array([[1.25, 0.  ],
+                   [0.  , 0.25]], dtype=float32)
+        """
+        data, _ = _flat_data(data)
+        return _checked_targets(data, check_hyperparameter("bandwidth", bandwidth))
+
+
+class KDESampleInfo(NamedTuple):
+    """What :func:`sample_kde` reports besides the draws.
+
+    Attributes:
+        nonfinite: a draw is NaN/inf (only from non-finite data passed under ``jit``).
+    """
+
+    nonfinite: jax.Array
 
 
 # ----------------------------------------------------------------------------- validation
@@ -135,31 +174,6 @@ def _checked_targets(data, bandwidth) -> MomentTargets:
     return targets
 
 
-def moment_targets(data, bandwidth) -> MomentTargets:
-    r"""The KDE's moments :math:`\mu^* = \bar x`, :math:`\Sigma^* = \Sigma_x + \sigma_g^2 I`.
-
-    :math:`\Sigma_x` is the 1/n-normalised data covariance. :math:`\Sigma^* \succeq \sigma_g^2 I`,
-    so a rank-deficient data covariance needs no jitter; a ``ValueError`` is raised only if the
-    Cholesky factor is not finite in the data's dtype (``sigma_g`` negligible next to the data).
-
-    Args:
-        data: ``(n, d)`` training data (a pytree of ``(n, ...)`` leaves: the moments of the
-            raveled records, the coordinates MM-SOLD runs in).
-        bandwidth: KDE bandwidth ``sigma_g > 0`` (may be traced).
-
-    Returns:
-        :class:`MomentTargets` in the data's dtype.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> moment_targets(jnp.array([[1.0, 0.0], [-1.0, 0.0]]), 0.5).cov
-        Array([[1.25, 0.  ],
-               [0.  , 0.25]], dtype=float32)
-    """
-    data, _ = _flat_data(data)
-    return _checked_targets(data, check_hyperparameter("bandwidth", bandwidth))
-
-
 @jax.jit
 def _moment_targets(data, bandwidth):
     mean = jnp.mean(data, axis=0)
@@ -170,11 +184,12 @@ def _moment_targets(data, bandwidth):
     return MomentTargets(mean, cov, jnp.linalg.cholesky(cov))
 
 
-def sample_kde(key: jax.Array, data, num_samples: int, *, bandwidth) -> jax.Array:
+def sample_kde(key: jax.Array, data, *, num_samples: int, bandwidth
+               ) -> tuple[jax.Array, KDESampleInfo]:
     r"""Draws from the Gaussian KDE of ``data``: :math:`x_I + \sigma_g\,\xi`, ``I`` uniform.
 
-    The usual start of :func:`mmsold` (the paper's initialisation): ``alg.init(sample_kde(key,
-    data, B, bandwidth=sigma_g))``.
+    The usual start of :func:`mmsold` (the paper's initialisation):
+    ``alg.init(sample_kde(key, data, num_samples=B, bandwidth=sigma_g)[0])``.
 
     Args:
         key: PRNG key.
@@ -183,20 +198,23 @@ def sample_kde(key: jax.Array, data, num_samples: int, *, bandwidth) -> jax.Arra
         bandwidth: ``sigma_g >= 0``.
 
     Returns:
-        ``(num_samples, d)`` in the data's dtype (pytree data: its structure, a leading
-        ``num_samples`` axis on every leaf; the jitter is added to the raveled records).
+        ``(draws, KDESampleInfo)``: ``(num_samples, d)`` in the data's dtype (pytree data: its
+        structure, a leading ``num_samples`` axis on every leaf; the jitter is added to the
+        raveled records).
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> sample_kde(jax.random.key(0), jnp.zeros((3, 2)), 5, bandwidth=0.1).shape
-        (5, 2)
+        >>> draws, info = sample_kde(jax.random.key(0), jnp.zeros((3, 2)), num_samples=5,
+        ...                          bandwidth=0.1)
+        >>> draws.shape, bool(info.nonfinite)
+        ((5, 2), False)
     """
-    check_key("key", key)
+    key = check_key("key", key)
     data, structure = _flat_data(data)
     num_samples = check_int("num_samples", num_samples, 1)
-    return _pytree.unravel(_sample_kde(key, data, num_samples,
-                                       check_hyperparameter("bandwidth", bandwidth,
-                                                            positive=False)), structure)
+    draws, info = _sample_kde(key, data, num_samples,
+                              check_hyperparameter("bandwidth", bandwidth, positive=False))
+    return _pytree.unravel(draws, structure), info
 
 
 @functools.partial(jax.jit, static_argnums=2)
@@ -204,7 +222,8 @@ def _sample_kde(key, data, num_samples, bandwidth):
     key_index, key_jitter = jax.random.split(key)
     index = jax.random.randint(key_index, (num_samples,), 0, data.shape[0])
     jitter = jax.random.normal(key_jitter, (num_samples, data.shape[1]), data.dtype)
-    return data[index] + jnp.asarray(bandwidth, data.dtype) * jitter
+    draws = data[index] + jnp.asarray(bandwidth, data.dtype) * jitter
+    return draws, KDESampleInfo(~jnp.all(jnp.isfinite(draws)))
 
 
 def _flat_data(data):
@@ -463,7 +482,8 @@ def mmsold(data, *, bandwidth: float, smoothing: float, num_smoothing_samples: i
         >>> from jaxsample.particles import sample_kde
         >>> data = jax.random.normal(jax.random.key(0), (50, 2))
         >>> alg = jaxsample.mmsold(data, bandwidth=0.3, smoothing=0.1, step_size=1e-2)
-        >>> state = alg.init(sample_kde(jax.random.key(1), data, 64, bandwidth=0.3))
+        >>> state = alg.init(sample_kde(jax.random.key(1), data, num_samples=64,
+        ...                             bandwidth=0.3)[0])
         >>> state, info = jaxsample.run(jax.random.key(2), alg, state, 20)
         >>> state.positions.shape, bool(info.cov_residual.max() < 1e-4)
         ((64, 2), True)

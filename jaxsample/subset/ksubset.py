@@ -36,6 +36,7 @@ from jaxsample.kernels import ksubset
 
 __all__ = [
     "SCHEMES",
+    "InclusionProbabilitiesInfo",
     "KSubsetInfo",
     "conditional_poisson",
     "correlated_k_subset",
@@ -47,19 +48,37 @@ SCHEMES = ("cp", "systematic", "independent")
 
 
 class KSubsetInfo(NamedTuple):
-    """The weight fit behind :func:`fit_weights` and :func:`correlated_k_subset`.
+    """The weight fit behind :func:`fit_weights`, :func:`correlated_k_subset` and
+    :func:`conditional_poisson`.
 
     Attributes:
-        residual: ``max_i |π_i − x_i|`` of the fitted law (0 for the schemes without a fit).
+        residual: ``max_i |π_i − x_i|`` of the fitted law (0 where nothing is fitted: the
+            schemes without a fit, and :func:`conditional_poisson`, which takes the weights).
         solver: :class:`~jaxsample.SolverStats` of the fixed-point iteration (iterations taken;
             ``successful`` when the tolerance was met within ``max_iterations``; 0 iterations
-            and ``successful`` for the schemes without a fit).
-        nonfinite: a fitted log-weight of a free item (``0 < x_i < 1``) is NaN or infinite.
+            and ``successful`` where nothing is fitted).
+        nonfinite: a fitted log-weight of a free item (``0 < x_i < 1``) is NaN or infinite
+            (:func:`conditional_poisson`: a log-weight is NaN).
     """
 
     residual: jax.Array
     solver: SolverStats
     nonfinite: jax.Array
+
+
+class InclusionProbabilitiesInfo(NamedTuple):
+    """What :func:`inclusion_probabilities` reports besides ``π``.
+
+    Attributes:
+        nonfinite: a probability is NaN/inf (only from NaN log-weights passed under ``jit``).
+    """
+
+    nonfinite: jax.Array
+
+
+def _no_fit(dtype) -> tuple[jax.Array, SolverStats]:
+    """The residual and solver report where no weights are fitted."""
+    return jnp.zeros((), dtype), SolverStats.of(0, converged=jnp.ones((), bool))
 
 
 def _default_tolerance(dtype) -> float:
@@ -113,10 +132,12 @@ def _check_log_weights(log_weights, k):
 
 @functools.partial(jax.jit, static_argnames=("k",))
 def _inclusion(log_weights, k):
-    return ksubset.inclusion_probabilities(log_weights, k)
+    probabilities = ksubset.inclusion_probabilities(log_weights, k)
+    return probabilities, InclusionProbabilitiesInfo(~jnp.all(jnp.isfinite(probabilities)))
 
 
-def inclusion_probabilities(log_weights, k: int) -> jax.Array:
+def inclusion_probabilities(log_weights, k: int
+                            ) -> tuple[jax.Array, InclusionProbabilitiesInfo]:
     """Inclusion probabilities of the conditional Poisson law ``P(A) ∝ Π_{i∈A} w_i``, ``|A| = k``.
 
     ``π_i = w_i e_{k−1}(w_{−i}) / e_k(w) = ∂ log e_k(e^θ)/∂θ_i``, computed as ``jax.grad`` of the
@@ -128,11 +149,12 @@ def inclusion_probabilities(log_weights, k: int) -> jax.Array:
         k: subset size, ``1 <= k <= m``.
 
     Returns:
-        ``(m,)`` probabilities summing to k, of θ's dtype.
+        ``(probabilities, InclusionProbabilitiesInfo)``: ``(m,)`` probabilities summing to k, of
+        θ's dtype.
 
     Example:
         >>> import numpy as np
-        >>> p = inclusion_probabilities(np.log([1.0, 1.0, 2.0, 1.0]) - [0, 0, 0, np.inf], 2)
+        >>> p, _ = inclusion_probabilities(np.log([1.0, 1.0, 2.0, 1.0]) - [0, 0, 0, np.inf], 2)
         >>> [round(float(v), 4) for v in p]    # P({1,2}) = 1/5, P({1,3}) = P({2,3}) = 2/5
         [0.6, 0.6, 0.8, 0.0]
     """
@@ -149,7 +171,8 @@ def _fit(marginals, k, tolerance, max_iterations):
     return theta, KSubsetInfo(result.residual, from_optimistix(result.solution), nonfinite)
 
 
-def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50):
+def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50
+                ) -> tuple[jax.Array, KSubsetInfo]:
     """Conditional Poisson log-weights whose inclusion probabilities are ``marginals``.
 
     The maximum-entropy law on k-subsets with these marginals. Minimises the convex dual
@@ -187,7 +210,14 @@ def _conditional_poisson(key, log_weights, k):
     return ksubset.conditional_poisson_sample(key, log_weights, k)
 
 
-def conditional_poisson(key, log_weights, k: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("k",))
+def _conditional_poisson_with_info(key, log_weights, k):
+    residual, solver = _no_fit(log_weights.dtype)
+    return (_conditional_poisson(key, log_weights, k),
+            KSubsetInfo(residual, solver, jnp.any(jnp.isnan(log_weights))))
+
+
+def conditional_poisson(key, log_weights, k: int) -> tuple[jax.Array, KSubsetInfo]:
     """One common-seed draw of ``P(A) ∝ Π_{i∈A} w_i`` over the k-subsets.
 
     The sequential sampler in a random order with thresholds indexed by item id (both from
@@ -200,17 +230,19 @@ def conditional_poisson(key, log_weights, k: int) -> jax.Array:
         k: subset size.
 
     Returns:
-        ``(m,)`` bool mask with exactly k True.
+        ``(mask, KSubsetInfo)``: the ``(m,)`` bool mask with exactly k True (the Info's fit
+        fields are those of no fit: the weights are given).
 
     Example:
         >>> import jax, numpy as np
         >>> theta, _ = fit_weights(np.full(30, 4 / 30, np.float32), 4)
-        >>> int(conditional_poisson(jax.random.key(0), theta, 4).sum())
+        >>> mask, _ = conditional_poisson(jax.random.key(0), theta, 4)
+        >>> int(mask.sum())
         4
     """
     key = check_key("key", key)
     log_weights, k = _check_log_weights(log_weights, k)
-    return _conditional_poisson(key, log_weights, k)
+    return _conditional_poisson_with_info(key, log_weights, k)
 
 
 @functools.partial(jax.jit, static_argnames=("k", "scheme"))
@@ -219,9 +251,8 @@ def _baseline(key, marginals, k, scheme):
         mask = ksubset.independent_sample(key, marginals)
     else:
         mask = ksubset.systematic_sample(key, marginals, k)
-    zero = jnp.zeros((), marginals.dtype)
-    return mask, KSubsetInfo(zero, SolverStats.of(0, converged=jnp.ones((), bool)),
-                                 jnp.zeros((), bool))
+    residual, solver = _no_fit(marginals.dtype)
+    return mask, KSubsetInfo(residual, solver, jnp.zeros((), bool))
 
 
 def _round(key, marginals, k, scheme, tolerance, max_iterations):

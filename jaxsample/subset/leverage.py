@@ -47,6 +47,7 @@ from jaxsample._checks import (
     check_int,
     check_key,
     check_number,
+    check_progress,
     is_concrete,
 )
 from jaxsample.kernels import leverage as kernel
@@ -59,6 +60,7 @@ __all__ = [
     "leverage_sample",
     "leverage_select",
     "leverage_select_sharded",
+    "VendiInfo",
     "vendi_score",
 ]
 
@@ -102,6 +104,17 @@ class ShardedLeverageInfo(NamedTuple):
     from_union: jax.Array
 
 
+class VendiInfo(NamedTuple):
+    """What :func:`vendi_score` reports besides the score.
+
+    Attributes:
+        nonfinite: bool scalar, the score is NaN/inf (a non-finite kernel value from a callable
+            ``kernel``, or embeddings that could not be checked under ``jit``).
+    """
+
+    nonfinite: jax.Array
+
+
 def _row_scale(x, normalize, chunk_size):
     if not normalize:
         return None
@@ -110,7 +123,7 @@ def _row_scale(x, normalize, chunk_size):
     return jnp.where(norms > 0, jax.lax.rsqrt(jnp.where(norms > 0, norms, 1)), 0)
 
 
-def _select(x, ridge, key, quality, *, k, mode, normalize, tie_rtol, chunk_size):
+def _select(x, ridge, key, quality, *, k, mode, normalize, tie_rtol, chunk_size, progress=None):
     """The selection loop: ``k`` picks, each one pass over ``x`` (unchecked inputs)."""
     dtype = x.dtype
     ridge = jnp.asarray(ridge, dtype)
@@ -125,6 +138,8 @@ def _select(x, ridge, key, quality, *, k, mode, normalize, tie_rtol, chunk_size)
             j = kernel.sampled_pick(jax.random.fold_in(key, t), state, quality=quality)
         state, gain = kernel.rank_one_update(state, x, j, row_scale=row_scale,
                                              chunk_size=chunk_size)
+        if progress is not None:
+            progress.report(t + 1, k)
         return state, order.at[t].set(j), gains.at[t].set(gain)
 
     carry = (state, jnp.zeros((k,), jnp.int32), jnp.zeros((k,), dtype))
@@ -136,7 +151,7 @@ def _select(x, ridge, key, quality, *, k, mode, normalize, tie_rtol, chunk_size)
 
 
 _select_jit = jax.jit(_select, static_argnames=("k", "mode", "normalize", "tie_rtol",
-                                                "chunk_size"))
+                                                "chunk_size", "progress"))
 
 
 def _check_common(embeddings, ridge, quality, normalize, tie_rtol, chunk_size):
@@ -169,6 +184,7 @@ def leverage_select(
     chunk_size: int | None = None,
     normalize: bool = False,
     tie_rtol: float | None = None,
+    progress=None,
 ) -> tuple[jax.Array, LeverageInfo]:
     """Selects ``k`` diverse rows by ridge leverage: greedy volume maximisation.
 
@@ -215,6 +231,9 @@ def leverage_select(
             besides ``embeddings``), so this only bounds the block a backend works on at once.
         normalize: select among the unit-normalised rows.
         tie_rtol: relative tie tolerance of greedy; default ``16·eps`` of the dtype.
+        progress: an optional meter (e.g. :class:`jaxsample.TextProgress`) reporting the picks
+            from inside the compiled loop (2 048 picks at n = 200 000 take about 20 s on 2 CPU
+            cores; a new meter object compiles the loop anew).
 
     Returns:
         ``(indices, info)``: ``(k,)`` int32 distinct row indices in pick order, and a
@@ -237,7 +256,8 @@ def leverage_select(
                                                             normalize, tie_rtol, chunk_size)
     k = check_int("k", k, 1, x.shape[0])
     return _select_jit(x, ridge, None, quality, k=k, mode="greedy", normalize=normalize,
-                       tie_rtol=tie_rtol, chunk_size=chunk_size)
+                       tie_rtol=tie_rtol, chunk_size=chunk_size,
+                       progress=check_progress(progress))
 
 
 def leverage_sample(
@@ -249,6 +269,7 @@ def leverage_sample(
     quality=None,
     chunk_size: int | None = None,
     normalize: bool = False,
+    progress=None,
 ) -> tuple[jax.Array, LeverageInfo]:
     """Draws ``k`` diverse rows by adaptive ridge-leverage sampling.
 
@@ -259,7 +280,8 @@ def leverage_sample(
 
     Args:
         key: PRNG key.
-        embeddings, k, ridge, quality, chunk_size, normalize: as in :func:`leverage_select`.
+        embeddings, k, ridge, quality, chunk_size, normalize, progress: as in
+            :func:`leverage_select`.
 
     Returns:
         ``(indices, info)``: ``(k,)`` int32 distinct row indices in draw order, and a
@@ -277,7 +299,7 @@ def leverage_sample(
                                                      chunk_size)
     k = check_int("k", k, 1, x.shape[0])
     return _select_jit(x, ridge, key, quality, k=k, mode="sample", normalize=normalize,
-                       tie_rtol=None, chunk_size=chunk_size)
+                       tie_rtol=None, chunk_size=chunk_size, progress=check_progress(progress))
 
 
 def _objective(log_det, quality, picks):
@@ -444,10 +466,12 @@ def _vendi(x, q, *, kernel_fn, infinite):
             gram = 0.5 * (gram + gram.T)
         eigenvalues = jnp.linalg.eigvalsh(gram / n)
         order = math.inf if infinite else q
-        return jnp.exp(kernel.spectral_entropy(eigenvalues, order))
+        score = jnp.exp(kernel.spectral_entropy(eigenvalues, order))
+        return score, VendiInfo(~jnp.isfinite(score))
 
 
-def vendi_score(embeddings, *, kernel: str | Callable = "cosine", q=1.0) -> jax.Array:
+def vendi_score(embeddings, *, kernel: str | Callable = "cosine", q=1.0
+                ) -> tuple[jax.Array, VendiInfo]:
     """The Vendi score: the effective number of distinct rows, ``exp H_q(eig(K / n))``.
 
     ``K_ij = k(x_i, x_j)`` with ``k(x, x) = 1``; ``H_q`` is the order-q entropy of the
@@ -468,11 +492,12 @@ def vendi_score(embeddings, *, kernel: str | Callable = "cosine", q=1.0) -> jax.
         q: order ``q >= 0`` (traced; ``jnp.inf`` must be concrete).
 
     Returns:
-        Scalar of ``embeddings``' dtype.
+        ``(score, VendiInfo)``: a scalar of ``embeddings``' dtype.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> round(float(vendi_score(jnp.ones((4, 4)))), 4), round(float(vendi_score(jnp.eye(4))), 4)
+        >>> (round(float(vendi_score(jnp.ones((4, 4)))[0]), 4),
+        ...  round(float(vendi_score(jnp.eye(4))[0]), 4))
         (1.0, 4.0)
     """
     x = check_array("embeddings", embeddings, ndim=2, finite=True, min_rows=1)

@@ -1,4 +1,6 @@
-"""Contract entries for MM-SOLD (jaxsample.particles.mmsold): a tiny chunked 2-D system."""
+"""Contract entries for MM-SOLD (jaxsample.particles.mmsold): a tiny chunked 2-D system; its
+start (``sample_kde``) and its large-particle limit (``plugin_tilt``, ``exact_tilt`` on a 9 × 9
+grid)."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +8,7 @@ import numpy as np
 
 import jaxsample
 from contract import BadInput, Entry
-from jaxsample.particles import sample_kde
+from jaxsample.particles import exact_tilt, plugin_tilt, sample_kde
 
 _DATA = np.random.default_rng(0).standard_normal((12, 2))
 
@@ -20,7 +22,8 @@ def _run(key, dtype, step_size):
     key_start, key_noise, key_run = jax.random.split(key, 3)
     alg = jaxsample.mmsold(data, bandwidth=0.3, smoothing=0.2, num_smoothing_samples=2,
                            step_size=step_size, chunk_size=4)
-    state = alg.init(sample_kde(key_start, data, 6, bandwidth=0.3), rng_key=key_noise)
+    start, _ = sample_kde(key_start, data, num_samples=6, bandwidth=0.3)
+    state = alg.init(start, rng_key=key_noise)
     return jaxsample.run(key_run, alg, state, 3)
 
 
@@ -35,6 +38,37 @@ def _hyper(dtype):
 def _alg(**kwargs):
     return jaxsample.mmsold(_DATA, **({"bandwidth": 0.3, "smoothing": 0.1, "step_size": 0.01}
                                       | kwargs))
+
+
+def _kde(dtype):
+    return lambda key: sample_kde(key, _data(dtype), num_samples=5, bandwidth=0.3)
+
+
+def _kde_hyper(dtype):
+    return lambda key, bandwidth: sample_kde(key, _data(dtype), num_samples=5,
+                                             bandwidth=bandwidth)
+
+
+def _plugin(dtype):
+    return lambda key: plugin_tilt(key, _data(dtype), bandwidth=0.3, smoothing=0.2,
+                                   num_smoothing_samples=4, chunk_size=4)
+
+
+def _plugin_hyper(dtype):
+    return lambda key, smoothing: plugin_tilt(key, _data(dtype), bandwidth=0.3,
+                                              smoothing=smoothing, num_smoothing_samples=4,
+                                              chunk_size=4)
+
+
+def _exact(dtype):
+    # deterministic: the key is unused
+    return lambda key: exact_tilt(_data(dtype)[:6], bandwidth=0.5, smoothing=0.2, grid_size=9,
+                                  num_quadrature=3, max_iterations=8)
+
+
+def _exact_hyper(dtype):
+    return lambda key, smoothing: exact_tilt(_data(dtype)[:6], bandwidth=0.5, smoothing=smoothing,
+                                             grid_size=9, num_quadrature=3, max_iterations=8)
 
 
 ENTRIES = [Entry(
@@ -58,4 +92,42 @@ ENTRIES = [Entry(
     ),
     note="step_size is the traced hyper-parameter; bandwidth and smoothing are traced the "
          "same way (the moment targets are recomputed from the traced bandwidth).",
+), Entry(
+    name="particles.mmsold/sample_kde",
+    module="jaxsample.particles.mmsold",
+    build=_kde,
+    hyper=_kde_hyper,
+    hyper_values=(0.1, 0.3),
+    bad_inputs=(
+        BadInput(lambda: sample_kde(None, _DATA, num_samples=3, bandwidth=0.3), TypeError, "key"),
+        BadInput(lambda: sample_kde(jax.random.key(0), _DATA, num_samples=0, bandwidth=0.3),
+                 ValueError, "num_samples"),
+    ),
+), Entry(
+    name="particles.tilt/plugin",
+    module="jaxsample.particles.mmsold",
+    build=_plugin,
+    hyper=_plugin_hyper,
+    hyper_values=(0.1, 0.2),
+    rtol=1e-3,
+    bad_inputs=(
+        BadInput(lambda: plugin_tilt(None, _DATA, bandwidth=0.3, smoothing=0.1), TypeError,
+                 "key"),
+        BadInput(lambda: plugin_tilt(jax.random.key(0), _DATA, bandwidth=0.3, smoothing=-1.0),
+                 ValueError, "smoothing"),
+    ),
+), Entry(
+    name="particles.tilt/exact",
+    module="jaxsample.particles.mmsold",
+    build=_exact,
+    hyper=_exact_hyper,
+    hyper_values=(0.1, 0.2),
+    rtol=1e-3,
+    bad_inputs=(
+        BadInput(lambda: exact_tilt(np.ones((4, 3)), bandwidth=0.3, smoothing=0.1), ValueError,
+                 "d <= 2"),
+        BadInput(lambda: exact_tilt(_DATA, bandwidth=0.3, smoothing=0.1, grid_size=2),
+                 ValueError, "grid_size"),
+    ),
+    note="deterministic (the key is unused); a reference Newton solve, tiny grid",
 )]

@@ -32,6 +32,18 @@ def _stable_hyper(dtype):
                                                      scheme="systematic", num_steps=40)
 
 
+def _coverage(dtype):
+    incidence, weights = jnp.asarray(_INCIDENCE, dtype), jnp.asarray(_WEIGHTS, dtype)
+    mask = jnp.asarray(np.arange(8) % 3 == 0)
+    return lambda key: subset.coverage.coverage(incidence, mask, weights)   # key unused
+
+
+def _coverage_hyper(dtype):
+    incidence, weights = jnp.asarray(_INCIDENCE, dtype), jnp.asarray(_WEIGHTS, dtype)
+    mask = jnp.asarray(np.arange(8) % 3 == 0)
+    return lambda key, scale: subset.coverage.coverage(incidence, mask, scale * weights)
+
+
 def _stable_call(**kwargs):
     args = dict(incidence=_INCIDENCE, k=3, reg=0.5)
     args.update(kwargs)
@@ -57,12 +69,29 @@ ENTRIES = [
             BadInput(_stable_call(incidence=2.0 * _INCIDENCE), ValueError, "incidence"),
             BadInput(_stable_call(reg=0.0), ValueError, "reg"),
             BadInput(_stable_call(scheme="pipage"), ValueError, "scheme"),
-            BadInput(lambda: subset.sparse_incidence(np.array([[0, 9]]), 8), ValueError,
-                     "indices"),
-            BadInput(lambda: subset.sparse_incidence(np.array([[1, 1]]), 8), ValueError,
-                     "indices"),
+            BadInput(lambda: subset.PaddedIncidence.from_indices(np.array([[0, 9]]), num_sets=8),
+                     ValueError, "indices"),
+            BadInput(lambda: subset.PaddedIncidence.from_indices(np.array([[1, 1]]), num_sets=8),
+                     ValueError, "indices"),
+            BadInput(lambda: subset.PaddedIncidence.from_indices(np.array([[1, 1]]), num_sets=0),
+                     ValueError, "num_sets"),
+            BadInput(lambda: subset.coverage.coverage(_INCIDENCE, np.ones(7, bool)), ValueError,
+                     "mask"),
             BadInput(lambda: subset.greedy_max_coverage(_INCIDENCE, 9), ValueError, "k"),
         ),
-        note="the bad inputs also cover sparse_incidence and greedy_max_coverage",
+        note=("the bad inputs also cover PaddedIncidence.from_indices, coverage and "
+              "greedy_max_coverage"),
+    ),
+    Entry(
+        name="subset.coverage/coverage",
+        module="jaxsample.subset.coverage",
+        build=_coverage,
+        hyper=_coverage_hyper,
+        hyper_values=(0.5, 2.0),
+        bad_inputs=(
+            BadInput(lambda: subset.coverage.coverage(_INCIDENCE, np.ones(8)), TypeError,
+                     "mask"),
+        ),
+        note="deterministic (the key is unused); the traced value scales the weights",
     ),
 ]

@@ -1,11 +1,12 @@
-"""Contract entry: correlated k-subsets (``jaxsample.subset.ksubset``).
+"""Contract entries: correlated k-subsets and the conditional Poisson law
+(``jaxsample.subset.ksubset``).
 
-One entry, ``correlated_k_subset`` with the systematic rounding (no weight fit: the conditional
-Poisson rounding's fit and sampler are compiled by ``stable_max_coverage``'s tests and
-``tests/test_coverage.py``, which checks its jit == eager and vmap == loop bitwise). Its one float
-hyper-parameter, the ``"cp"`` fit's ``tolerance``, takes no part in this scheme, hence no traced
-hyper-parameter check here. The bad inputs cover ``fit_weights`` and ``inclusion_probabilities``
-too.
+``correlated_k_subset`` with the systematic rounding (no weight fit: the ``"cp"`` rounding's fit
+and sampler are compiled by ``stable_max_coverage``'s tests and ``tests/test_coverage.py``, which
+checks its jit == eager and vmap == loop bitwise; its one float hyper-parameter, the fit's
+``tolerance``, takes no part in this scheme). The law's own entry points each have a tiny entry:
+``fit_weights`` (m = 6), ``inclusion_probabilities`` and ``conditional_poisson`` on fixed
+log-weights.
 """
 
 import jax.numpy as jnp
@@ -20,6 +21,34 @@ _X = np.array([0.6, 0.6, 0.4, 0.4, 0.5, 0.5])
 def _systematic(dtype):
     marginals = jnp.asarray(_X, dtype)
     return lambda key: subset.correlated_k_subset(key, marginals, 3, scheme="systematic")
+
+
+_THETA = np.log([0.5, 1.0, 2.0, 1.5, 0.8, 1.2])
+
+
+def _fit(dtype):
+    marginals = jnp.asarray(_X, dtype)
+    return lambda key: subset.fit_weights(marginals, 3)     # deterministic: the key is unused
+
+
+def _inclusion(dtype):
+    theta = jnp.asarray(_THETA, dtype)
+    return lambda key: subset.inclusion_probabilities(theta, 3)
+
+
+def _inclusion_hyper(dtype):
+    theta = jnp.asarray(_THETA, dtype)
+    return lambda key, shift: subset.inclusion_probabilities(theta.at[0].add(shift), 3)
+
+
+def _conditional_poisson(dtype):
+    theta = jnp.asarray(_THETA, dtype)
+
+    def fn(key):
+        # the mask is bool: the Info's residual (0) is the float leaf the dtype check reads
+        return subset.conditional_poisson(key, theta, 3)
+
+    return fn
 
 
 def _call(marginals=_X[:4], k=2, **kwargs):
@@ -45,5 +74,37 @@ ENTRIES = [
                      ValueError, "log_weights"),
         ),
         note="no traced hyper-parameter (see the module docstring)",
+    ),
+    Entry(
+        name="subset.ksubset/fit_weights",
+        module="jaxsample.subset.ksubset",
+        build=_fit,
+        bad_inputs=(
+            BadInput(lambda: subset.fit_weights(jnp.asarray(_X), 3, max_iterations=0),
+                     ValueError, "max_iterations"),
+        ),
+        note="a deterministic fit (the key is unused); its tolerance sets a loop bound only",
+    ),
+    Entry(
+        name="subset.ksubset/inclusion_probabilities",
+        module="jaxsample.subset.ksubset",
+        build=_inclusion,
+        hyper=_inclusion_hyper,
+        hyper_values=(0.0, 0.5),
+        bad_inputs=(
+            BadInput(lambda: subset.inclusion_probabilities(_THETA, 7), ValueError, "k"),
+        ),
+        note="deterministic (the key is unused); the traced value shifts one log-weight",
+    ),
+    Entry(
+        name="subset.ksubset/conditional_poisson",
+        module="jaxsample.subset.ksubset",
+        build=_conditional_poisson,
+        bad_inputs=(
+            BadInput(lambda: subset.conditional_poisson(None, _THETA, 3), TypeError, "key"),
+            BadInput(lambda: subset.conditional_poisson(KEY, [np.nan] * 6, 3), ValueError,
+                     "log_weights"),
+        ),
+        note="no float hyper-parameter (the log-weights are the input)",
     ),
 ]

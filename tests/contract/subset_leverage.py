@@ -28,6 +28,16 @@ def _sample_hyper(dtype):
                                                    normalize=True)
 
 
+def _vendi(dtype):
+    x = _x(dtype)
+    return lambda key: leverage.vendi_score(x, q=2.0)   # deterministic: the key is unused
+
+
+def _vendi_hyper(dtype):
+    x = _x(dtype)
+    return lambda key, q: leverage.vendi_score(x, q=q)
+
+
 def _greedy(dtype):
     x, quality = _x(dtype), jnp.asarray(_QUALITY, dtype)
 
@@ -100,5 +110,18 @@ ENTRIES = [
         hyper_values=(1e-2, 1.0),
         bad_inputs=(BadInput(_call(k=0), ValueError, "k"),),
         note="leverage_select (deterministic: the key is unused) on the same rows",
+    ),
+    Entry(
+        name="subset.leverage/vendi_score",
+        module="jaxsample.subset.leverage",
+        build=_vendi,
+        hyper=_vendi_hyper,
+        hyper_values=(0.5, 2.0),
+        bad_inputs=(
+            BadInput(lambda: leverage.vendi_score(_x(jnp.float32), kernel="rbf"), ValueError,
+                     "kernel"),
+            BadInput(lambda: leverage.vendi_score(_x(jnp.float32), q=-1.0), ValueError, "q"),
+        ),
+        note="a deterministic estimator (the key is unused); the order q is traced",
     ),
 ]

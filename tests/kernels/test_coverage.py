@@ -91,26 +91,32 @@ def _padded(dense):
     indices = np.full((dense.shape[0], width), dense.shape[1], np.int32)
     for e, r in enumerate(rows):
         indices[e, :r.size] = r
-    return kc.PaddedIncidence(jnp.asarray(indices), dense.shape[1])
+    return kc.PaddedIncidence.from_indices(indices, num_sets=dense.shape[1])
 
 
 def test_dense_and_padded_incidence_agree():
-    """Bx, Bᵀu and greedy agree between the dense and the padded-index forms; greedy's bound."""
+    """Bx, Bᵀu and greedy agree between the dense and the padded-index forms (Bᵀu by the
+    transposed index and by the segment sum); greedy's bound."""
     rng = np.random.default_rng(2)
     dense = (rng.random((50, 9)) < 0.25).astype(np.float32)
     padded = _padded(dense)
+    assert padded.members is not None and padded.members.shape[0] % kc.MEMBER_BLOCK == 0
+    without = kc.PaddedIncidence(padded.indices, 9)       # no transposed index: segment sum
     x = jnp.asarray(rng.random(9), jnp.float32)
     u = jnp.asarray(rng.random(50), jnp.float32)
     weights = jnp.asarray(rng.integers(1, 4, 50), jnp.float32)   # integers: exact ties matter
 
     @jax.jit
-    def both(dense, padded):
-        return ((kc.covered_counts(padded, x), kc.set_totals(padded, u)),
+    def both(dense, padded, without):
+        return ((kc.covered_counts(padded, x), kc.set_totals(padded, u),
+                 kc.set_totals(without, u)),
                 kc.greedy_coverage(dense, weights, 4), kc.greedy_coverage(padded, weights, 4))
 
-    (counts, totals), greedy_dense, greedy_padded = both(jnp.asarray(dense), padded)
+    (counts, totals, scattered), greedy_dense, greedy_padded = both(jnp.asarray(dense), padded,
+                                                                    without)
     np.testing.assert_allclose(counts, dense @ np.asarray(x), rtol=1e-6)
     np.testing.assert_allclose(totals, np.asarray(u) @ dense, rtol=1e-6)
+    np.testing.assert_allclose(scattered, np.asarray(u) @ dense, rtol=1e-6)
     for a, b in zip(greedy_dense, greedy_padded, strict=True):
         np.testing.assert_array_equal(a, b)
     # greedy is (1 − 1/e)-optimal against brute force, and its gains add up to its coverage
@@ -123,9 +129,11 @@ def test_dense_and_padded_incidence_agree():
 
 @pytest.mark.parametrize("num_elements", [1_000_000])
 def test_padded_relaxation_memory_is_linear_in_nonzeros(num_elements):
-    """n = 10⁶ elements, m = 10⁴ sets: compiled memory O(n·d), nowhere near n·m."""
+    """n = 10⁶ elements, m = 10⁴ sets: compiled memory O(n·d), nowhere near n·m (with the
+    transposed index of a disc cover's size, 1 024 members per set at most)."""
     m, d, k = 10_000, 8, 100
-    incidence = kc.PaddedIncidence(jax.ShapeDtypeStruct((num_elements, d), jnp.int32), m)
+    incidence = kc.PaddedIncidence(jax.ShapeDtypeStruct((num_elements, d), jnp.int32), m,
+                                   jax.ShapeDtypeStruct((1024, m), jnp.int32))
     weights = jax.ShapeDtypeStruct((num_elements,), jnp.float32)
     solve = jax.jit(lambda inc, w, reg: kc.entropic_mirror_ascent(inc, w, k, reg, 10))
     stats = solve.lower(incidence, weights, jax.ShapeDtypeStruct((), jnp.float32)).compile()
@@ -133,3 +141,10 @@ def test_padded_relaxation_memory_is_linear_in_nonzeros(num_elements):
     used = stats.temp_size_in_bytes + stats.output_size_in_bytes
     index_bytes = num_elements * d * 4
     assert used <= 6 * index_bytes, used            # a few (n, d) buffers: 0.4% of n·m floats
+
+
+def test_transposed_index_is_skipped_when_one_set_is_huge():
+    """A set holding every element would make the transposed index n·m: the segment sum runs."""
+    indices = np.stack([np.zeros(400, int), np.arange(400) % 39 + 1], axis=1)
+    assert kc.PaddedIncidence.from_indices(indices, num_sets=40).members is None
+    assert kc.PaddedIncidence.from_indices(indices[:, 1:], num_sets=40).members is not None
