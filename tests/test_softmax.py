@@ -34,7 +34,7 @@ def test_build_index_from_ids_and_split():
     x, ids = items_and_ids()
     index, info = softmax.index_from_clusters(x, ids)
     assert (index.num_items, index.num_clusters, index.dim, index.max_cluster_size) == (N, K, D, 24)
-    assert (index.rank, index.block_size) == (D, 24)  # full covariance; one block per draw
+    assert (index.rank, index.block_size) == (D, N // K)  # full covariance; mean-size blocks
     assert int(info.solver.num_iterations) == 0 and bool(info.solver.converged)
     assert not bool(info.nonfinite)
     centred = np.asarray(x) - np.asarray(index.stats.mean)[np.asarray(ids)]
@@ -59,7 +59,8 @@ def test_static_shapes_pad_every_rebuild_alike():
              for c in (ids, (ids + 1) % K)]
     assert jax.tree.map(jnp.shape, built[0]) == jax.tree.map(jnp.shape, built[1])
     for index in built:
-        assert (index.num_clusters, index.block_size, index.rank) == (K + -(-N // 7), 7, D)
+        bound = K + -(-N // 7)
+        assert (index.num_clusters, index.block_size, index.rank) == (bound, 7, D)
         assert index.max_cluster_size <= 7
         used = np.bincount(np.asarray(index.cluster_ids), minlength=index.num_clusters) > 0
         assert used.sum() == sum(-(-s // 7) for s in SIZES)

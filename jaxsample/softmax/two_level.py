@@ -71,9 +71,9 @@ __all__ = [
     "sample",
 ]
 
-# Rows a draw reads at a time. At N = 10^6, d = 100 in 1024 uneven clusters (mean 977 members,
-# largest 5657) one draw took ~ the same time for 128 to 512 rows; smaller blocks pay the loop's
-# per-step cost, larger ones the unused tail of the last block.
+# Most rows a draw reads at a time by default (the block is also capped at the mean cluster
+# size): smaller blocks pay the loop's per-step cost, larger ones the unused tail of the last
+# block of each cluster.
 DEFAULT_BLOCK_SIZE = 256
 
 
@@ -393,7 +393,9 @@ def build_index(
             of :meth:`SoftmaxIndex.recommended_sizes` for this ``rank``. Pass N to keep k-means
             clusters whole (a draw costs its own cluster's size either way).
         rank: covariance kept for ``"sd"`` (above); None for the full covariance.
-        block_size: rows a draw reads at a time (default ``min(256, largest cluster)``).
+        block_size: rows a draw reads at a time (default: the mean cluster size, at least 8,
+            at most 256 and the largest cluster); a draw from a cluster of ``n_c`` members reads
+            ``ceil(n_c / b) b`` rows.
         max_iterations: k-means iteration cap (Lloyd iterations or mini-batch steps).
         tolerance: k-means stopping tolerance (relative objective decrease; mini-batch: mean
             squared centre shift relative to the data's spread).
@@ -403,11 +405,10 @@ def build_index(
             ``rank > 0`` covariances accumulate about this many rows per step; None for all at
             once.
         static_shapes: pad the index to ``num_clusters + ceil(N / max_cluster_size)`` clusters
-            (the most a split can produce; the extra clusters are empty and never drawn), with a
-            block of ``min(256, max_cluster_size)`` rows and the covariance rank fixed by the
-            settings, so that every index built with the same settings has the same shapes and
-            shares every compilation (a training loop that rebuilds its index every few epochs
-            compiles its sampler once).
+            (the most a split can produce; the extra clusters are empty and never drawn), with the
+            block size and the covariance rank fixed by the settings, so that every index built
+            with the same settings has the same shapes and shares every compilation (a training
+            loop that rebuilds its index every few epochs compiles its sampler once).
         progress: a progress meter (e.g. :class:`jaxsample.TextProgress`) reporting k-means'
             iterations, or None.
 
@@ -547,7 +548,9 @@ def _build(key, embeddings, cluster_ids, *, num_clusters, num_samples, max_clust
         num_clusters, largest = int(total), int(np.bincount(np.asarray(ids)).max())
     if static_shapes:
         num_clusters, largest = bound, cap
-    block = min(DEFAULT_BLOCK_SIZE, largest) if block_size is None else block_size
+    if block_size is None:  # about the mean cluster: a draw reads < n_c + mean rows
+        block_size = min(DEFAULT_BLOCK_SIZE, largest, max(8, -(-n // num_clusters)))
+    block = block_size
     rank = min(d, largest) if rank is None else rank
     stats, objective, nonfinite = _statistics(embeddings, ids, num_clusters, block, rank,
                                               chunk_size)
