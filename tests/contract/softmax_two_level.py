@@ -48,6 +48,11 @@ def _bad_variant():
                      variant="exact")
 
 
+def _bad_exclude():
+    two_level.sample(KEY, tiny_index(jnp.float32), tiny_queries(jnp.float32), num_samples=2,
+                     exclude=jnp.asarray([[0, 10], [1, 2]]))
+
+
 def _bad_key():
     two_level.sample(None, tiny_index(jnp.float32), tiny_queries(jnp.float32), num_samples=2)
 
@@ -64,6 +69,7 @@ ENTRIES = [
             BadInput(_bad_num_samples, ValueError, "num_samples"),
             BadInput(_bad_temperature, ValueError, "temperature"),
             BadInput(_bad_variant, ValueError, "variant"),
+            BadInput(_bad_exclude, ValueError, "exclude"),
             BadInput(_bad_key, TypeError, "key"),
         ),
         note="sample(key, index, queries, *, num_samples) -> (items, SoftmaxInfo); temperature "

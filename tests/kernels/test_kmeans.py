@@ -44,3 +44,22 @@ def test_kmeans_objective_non_increasing_and_chunked_equals_dense(x64):
     minibatch = km.kmeans(key, points, 4, 200, 1e-5, init="random", batch_size=64, chunk_size=32)
     assert bool(minibatch.converged) and int(minibatch.num_iterations) < 200
     assert float(minibatch.objective) <= 1.5 * float(lloyd.objective)
+
+
+def test_progress_meter_reports_every_iteration():
+    """A meter passed to kmeans (and build_index) is called from inside the compiled loop once
+    per Lloyd iteration, with max_iterations as its num_steps."""
+    from jaxsample.progress import ProgressMeter
+
+    class Record(ProgressMeter):
+        def __init__(self):
+            super().__init__(every=1)
+            self.seen = []
+
+        def on_update(self, step, num_steps, elapsed):
+            self.seen.append((step, num_steps))
+
+    points = clustered(3, sizes=(20, 30), spread=0.5)
+    meter = Record()
+    out = km.kmeans(jax.random.key(0), points, 2, 5, 0.0, chunk_size=16, progress=meter)
+    assert meter.seen == [(s, 5) for s in range(1, int(out.num_iterations) + 1)]
