@@ -223,25 +223,40 @@ def test_bad_inputs_raise_clear_errors():
 
 
 
-def test_bootstrap_progress_reports_blocks_and_keeps_the_fits(x64):
-    """With a meter the resamples are fitted in 10 blocks of a scan: the same fits (to
-    round-off) as the one-vmap path, one report per block (13 resamples: 10 blocks of 2, the last
-    padded)."""
+def test_blocks_with_progress_equal_one_vmap_and_report_each_block():
+    """The bootstrap's metered path: rows in min(10, n) blocks of a scan, the last one padded
+    (13 rows: 10 blocks of 2, 7 padding rows cut), one report per block, the one-vmap result."""
+    import io
+
+    import jaxsample
+    from jaxsample._batching import vmap_in_blocks
+
+    x = jnp.arange(13.0)
+    y = jnp.arange(26.0).reshape(13, 2)
+    meter = jaxsample.TextProgress(every=1, file=io.StringIO())
+
+    def fn(a, b):
+        return {"sum": a + b.sum(), "outer": a * b}
+
+    blocked = jax.jit(lambda x, y: vmap_in_blocks(fn, x, y, progress=meter))(x, y)
+    jax.effects_barrier()
+    assert meter.steps_reported == list(range(1, 11))
+    plain = jax.vmap(fn)(x, y)
+    for name in plain:
+        np.testing.assert_array_equal(np.asarray(blocked[name]), np.asarray(plain[name]))
+
+
+def test_bootstrap_fits_report_progress(x64):
     import io
 
     import jaxsample
 
     c = np.array([0, 0, 0, 1, 1, 2, 3, 5, 8, 12, 19, 20])
-    out = io.StringIO()
-    meter = jaxsample.TextProgress(every=1, file=out)
-    key = jax.random.key(3)
-    metered, metered_info = risk.bootstrap_fits(key, c, 20, num_resamples=13, progress=meter)
+    meter = jaxsample.TextProgress(every=1, file=io.StringIO())
+    fits, info = risk.bootstrap_fits(jax.random.key(3), c, 20, num_resamples=4, progress=meter)
     jax.effects_barrier()
-    assert meter.steps_reported == list(range(1, 11))
-    plain, plain_info = risk.bootstrap_fits(key, c, 20, num_resamples=13)
-    np.testing.assert_allclose(np.asarray(metered.alpha), np.asarray(plain.alpha), rtol=1e-9)
-    np.testing.assert_allclose(np.asarray(metered.beta), np.asarray(plain.beta), rtol=1e-9)
-    np.testing.assert_array_equal(np.asarray(metered_info.solver.converged),
-                                  np.asarray(plain_info.solver.converged))
+    assert meter.steps_reported == [1, 2, 3, 4]
+    assert fits.alpha.shape == (4,) and bool(jnp.all(info.solver.converged))
+    assert not bool(jnp.any(info.nonfinite))
     with pytest.raises(TypeError, match="progress"):
-        risk.bootstrap_asr(key, 100, c, 20, num_resamples=2, progress="bar")
+        risk.bootstrap_asr(jax.random.key(3), 100, c, 20, num_resamples=2, progress="bar")
