@@ -129,7 +129,9 @@ def _discrete_mala(logpi, points, step_size):
     log_q -= np.logaddexp.reduce(log_q, axis=1, keepdims=True)
     k = np.exp(log_q + np.minimum(0.0, lp[None, :] + log_q.T - lp[:, None] - log_q))
     np.fill_diagonal(k, 0.0)
-    k[np.diag_indices_from(k)] = 1.0 - k.sum(axis=1)
+    # the rejection mass; round-off can push it a few ulps below 0 where every move is accepted
+    k[np.diag_indices_from(k)] = np.maximum(1.0 - k.sum(axis=1), 0.0)
+    k /= k.sum(axis=1, keepdims=True)
     return k, np.exp(lp - np.logaddexp.reduce(lp))
 
 

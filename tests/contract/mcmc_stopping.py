@@ -10,7 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from contract import BadInput, Entry
-from jaxsample.mcmc import StoppingNet, adaptive_stop, mala, sample_multilevel, sample_until_stopped
+from jaxsample.mcmc import (
+    StoppingNet,
+    adaptive_stop,
+    mala,
+    sample_multilevel,
+    sample_until_stopped,
+)
 
 
 def _logdensity(x):
@@ -55,6 +61,7 @@ def _multilevel(key, dtype, step_size):
 
 
 _NET = StoppingNet(_level_model, jnp.zeros(2), num_levels=2)
+
 
 ENTRIES = [Entry(
     name="mcmc.stopping",
