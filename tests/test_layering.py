@@ -103,9 +103,6 @@ def test_the_library_holds_its_layers():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the coverage studies and figures (demo.coverage: sensitivity_study, coverage_figure, "
-    "disc_instance, random_instance) still live in jaxsample.demo"))
 def test_bench_and_examples_do_not_import_the_demo():
     found = [v for path in _script_files()
              for v in violations(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"),
