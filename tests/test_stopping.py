@@ -223,22 +223,6 @@ def test_learned_table_classifier_converges_to_optimal(x64):
     assert abs(float(net.log_z)) < 0.05  # π is normalised: log Z = 0 is identified
 
 
-def test_train_stopping_reports_progress():
-    import io
-
-    meter = jaxsample.TextProgress(every=5, file=io.StringIO())
-    logpi = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
-    x0 = jax.random.normal(jax.random.key(0), (8, 2))
-    _, info = train_stopping(jax.random.key(1), mala(logpi, step_size=0.3), logpi, logpi, x0,
-                             num_steps=10, pool_steps=2, batch_size=8, width=4, depth=1,
-                             progress=meter)
-    jax.effects_barrier()
-    assert meter.steps_reported == [5, 10] and not bool(info.nonfinite)
-    with pytest.raises(TypeError, match="progress"):
-        train_stopping(jax.random.key(1), mala(logpi, step_size=0.3), logpi, logpi, x0,
-                       num_steps=10, progress="bar")
-
-
 class _LevelTable(eqx.Module):
     raw: jax.Array
 
@@ -291,7 +275,11 @@ def test_multilevel_training_matches_tabular_optimum(x64):
     (seeds 1-4 reach TV <= 0.0065 and 3.4 %: the flow penalty's bias at μ = 1e-3 and the
     optimiser's noise; σ itself is loose only on states the pool rarely visits).
     sample_multilevel then draws from the learned rule's exact terminal law (χ², p = 1e-3).
+    The run also reports to a progress meter from inside the compiled loop.
     """
+    import io
+
+    meter = jaxsample.TextProgress(every=500, file=io.StringIO())
     n, levels = 10, 2
     pi, p0 = _double_well(n)
     log_pi, log_p0 = jnp.log(jnp.asarray(pi)), jnp.log(jnp.asarray(p0))
@@ -309,8 +297,16 @@ def test_multilevel_training_matches_tabular_optimum(x64):
         jax.random.key(1), build, logpi, logp0, start, levels=levels,
         model=_LevelTable(jnp.zeros((levels, n))), num_steps=1500, pool_steps=100,
         batch_size=128, optimizer=optax.chain(optax.clip_by_global_norm(1.0),
-                                              optax.adam(schedule)), flow_penalty=1e-3)
+                                              optax.adam(schedule)), flow_penalty=1e-3,
+        progress=meter)
+    jax.effects_barrier()
+    assert meter.steps_reported == [500, 1000, 1500]
     assert not bool(info.nonfinite) and net.num_levels == levels
+    with pytest.raises(TypeError, match="progress"):
+        train_stopping(jax.random.key(1), build, logpi, logp0, start, levels=levels,
+                       progress="bar")
+    with pytest.raises(TypeError, match="constructor"):
+        train_stopping(jax.random.key(1), build(logpi), logpi, logp0, start, levels=levels)
     previous, learned_law = p0, p0
     for level in range(levels):
         beta = (level + 1) / levels
