@@ -691,6 +691,10 @@ class ManyWell(eqx.Module):
     ``m`` first coordinates, its weight the product of the per-well weights. Exact draws: the
     first coordinates by inverse CDF, the second ones Gaussian.
 
+    ``ManyWell(dim=32)`` is the learned-stopping paper's benchmark target (arXiv:2606.16073; its
+    energy ``a x + b x² + c x⁴`` with ``a = −0.5, b = −6, c = 1``), run there from
+    ``p₀ = N(0, 3²I)``.
+
     Args:
         dim: even, ``>= 2`` (32 in the benchmark literature: 65 536 modes).
 
