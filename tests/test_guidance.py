@@ -8,6 +8,7 @@ d = 8 with anisotropic covariances, N = 20 steps, B = 256 samples, the linear sc
 """
 
 import functools
+import io
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,7 @@ import optax
 import pytest
 import scipy.stats
 
+import jaxsample
 from jaxsample.diagnostics import mmd
 from jaxsample.diffusion import guidance
 from jaxsample.kernels import guidance as kernels
@@ -400,8 +402,10 @@ def test_norm_fiber_loss_gradient_is_the_hand_derived_one(x64):
 
 @functools.cache
 def _small_ndtm():
-    """One compilation for the option tests: 64 samples, the options as traced leaves."""
+    """One compilation for the option tests: 64 samples, the options as traced leaves, a progress
+    meter reporting every 5 of the 20 steps."""
     x = X_T[:64]
+    meter = jaxsample.TextProgress(every=5, file=io.StringIO())
 
     @jax.jit
     def run(key, weight, gamma_cut, max_norm):
@@ -410,8 +414,10 @@ def _small_ndtm():
             num_steps=3, terminal_weight=weight, learning_rate_schedule="constant",
             control_scale=lambda t: jnp.where(t > gamma_cut, 0.0, 1.0), max_grad_norm=max_norm,
             weights="zero")
-        return guidance.sample(key, NOISED, SCHEDULE, x, num_steps=NUM_STEPS, solver=solver)
+        return guidance.sample(key, NOISED, SCHEDULE, x, num_steps=NUM_STEPS, solver=solver,
+                               progress=meter)
 
+    run.meter = meter
     return run
 
 
@@ -433,6 +439,9 @@ def test_control_scale_schedule_switches_the_control_off_at_the_noisy_steps():
     np.testing.assert_allclose(never, base, rtol=1e-5, atol=1e-5)   # another compilation
     np.testing.assert_array_equal(np.asarray(never_info.control_norm), 0)
     assert int(never_info.num_eps_evals) == NUM_STEPS and int(never_info.num_vjps) == 0
+    jax.effects_barrier()   # the meter reports from inside the compiled scan, every run
+    reported = _small_ndtm().meter.steps_reported
+    assert reported and reported == [5, 10, 15, 20] * (len(reported) // 4)
 
 
 def test_per_sample_gradient_clipping_bounds_each_control():

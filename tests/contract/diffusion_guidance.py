@@ -106,6 +106,7 @@ ENTRIES = [
             BadInput(lambda: _call("ddim"), TypeError, "solver"),
             BadInput(lambda: _call(guidance.DDPM("exact")), ValueError, "variance"),
             BadInput(lambda: _call(guidance="tag"), TypeError, "guidance"),
+            BadInput(lambda: _call(progress="bar"), TypeError, "progress"),
             BadInput(lambda: _call(guidance=guidance.TAG(_predictor(), 1.0)), ValueError,
                      "time_logits_fn"),
             BadInput(lambda: guidance.TAG(_predictor(), -1.0), ValueError, "omega"),
