@@ -108,7 +108,9 @@ class NDTM(eqx.Module):
     **γ schedule.** ``control_scale`` is a float (traced) or a function t ↦ γ(t) of the step time
     t ∈ (0, 1]; a step with γ = 0 skips the optimisation (``lax.cond``: no ε-evaluations) and is a
     plain DDIM step. The auditing configurations switch the control off for the noisy half,
-    ``control_scale=lambda t: jnp.where(t > 0.5, 0.0, 1.0)`` (t > 500 of 1000 steps).
+    ``control_scale=lambda t: jnp.where(t > 0.5, 0.0, 1.0)`` (t > 500 of 1000 steps). A function
+    is part of the compilation's cache key: reuse one function object (or an equinox module,
+    whose arrays are traced) across calls rather than a fresh lambda each time.
 
     **Reproducing the papers.** NDTM's image inverse problems: 50 steps, M = 5, λ = 0.01
     (linear), η = 0.7, w_term = 50, ``"ddim"`` weights, γ = 1, ``clip_x0=(-1, 1)``. Invariance
