@@ -92,6 +92,7 @@ class ClusterStats(NamedTuple):
         starts: ``(K,)`` int32 first row of each cluster in ``sorted_embeddings``.
         sorted_ids: ``(N,)`` int32 item ids ordered by cluster (stable): row ``starts[c] + j`` of
             the sorted table is item ``sorted_ids[starts[c] + j]``.
+        item_rows: ``(N,)`` int32, the inverse: item i is row ``item_rows[i]``.
         sorted_embeddings: ``(N + b, d)`` the item table ordered by cluster, then ``b`` zero rows
             (``b`` is the block size of the item stage, :func:`block_size`), so every block of
             ``b`` rows starting inside the table is in bounds.
@@ -104,6 +105,7 @@ class ClusterStats(NamedTuple):
     sizes: jax.Array
     starts: jax.Array
     sorted_ids: jax.Array
+    item_rows: jax.Array
     sorted_embeddings: jax.Array
 
 
@@ -284,8 +286,9 @@ def cluster_stats(
             scales = jnp.sqrt(jnp.maximum(top_vals - resid[:, None], 0))
             diag = jnp.broadcast_to(resid[:, None], (num_clusters, d))
             factors = jnp.swapaxes(top_vecs * scales[:, None, :], 1, 2)
+        item_rows = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
         return ClusterStats(log_size, mean, diag.astype(dtype), factors.astype(dtype), counts,
-                            starts, order, sorted_embeddings)
+                            starts, order, item_rows, sorted_embeddings)
 
 
 @functools.partial(jax.jit, static_argnames=("variant",))
@@ -351,13 +354,24 @@ def _is_excluded(ids, excluded):
     return excluded[where] == ids
 
 
-def _stream(stats: ClusterStats, cluster, query, tau, excluded=None, key=None):
+def _excluded_rows(stats: ClusterStats, excluded):
+    """``(B, E + b)``: the excluded items' rows in the sorted table, ascending, then ``b``
+    entries ``N`` (a row no block treats as valid), for :func:`_stream`'s window."""
+    n, block = stats.sorted_ids.shape[0], block_size(stats)
+    rows = jnp.where(excluded >= 0, stats.item_rows[jnp.maximum(excluded, 0)], n)
+    pad = jnp.full((excluded.shape[0], block), n, jnp.int32)
+    return jnp.concatenate([jnp.sort(rows.astype(jnp.int32), axis=1), pad], axis=1)
+
+
+def _stream(stats: ClusterStats, cluster, query, tau, excluded_rows=None, key=None):
     """One pass over cluster ``c``'s rows in blocks of ``b``: ``(log Z^E_c, item, s_item)``.
 
-    ``log Z^E_c`` is the log-sum-exp of the scores of the members not in ``excluded`` (a sorted
-    ``(E,)`` row, or None); with a ``key`` the pass also draws ``item ~ exp(s_i - log Z^E_c)``
-    by the one-uniform weighted reservoir of the module docstring (one uniform per block, from
-    ``fold_in(key, block)``); without one ``item`` is -1.
+    ``log Z^E_c`` is the log-sum-exp of the scores of the members whose rows are not in
+    ``excluded_rows`` (one row of :func:`_excluded_rows`, or None): per block the excluded rows
+    inside it are the window of ``b`` entries from the first one at or after the block's start
+    (one vectorised count over the list and a ``b``-entry scatter). With a ``key``
+    the pass also draws ``item ~ exp(s_i - log Z^E_c)`` by the one-uniform weighted reservoir of
+    the module docstring (one uniform per block, from ``fold_in(key, block)``).
     """
     block = block_size(stats)
     start, size = stats.starts[cluster], stats.sizes[cluster]
@@ -370,9 +384,13 @@ def _stream(stats: ClusterStats, cluster, query, tau, excluded=None, key=None):
         first = start + k * block
         rows = jax.lax.dynamic_slice_in_dim(stats.sorted_embeddings, first, block)
         valid = k * block + offsets < size
-        if excluded is not None:
-            ids = jnp.take(stats.sorted_ids, first + offsets, mode="fill", fill_value=-1)
-            valid = valid & ~_is_excluded(ids, excluded)
+        if excluded_rows is not None:
+            # the first entry at or after the block (a vectorised count: no nested loop)
+            lo = jnp.sum(excluded_rows < first, dtype=jnp.int32)
+            window = jax.lax.dynamic_slice_in_dim(excluded_rows, lo, block) - first
+            hit = jnp.zeros(block, bool).at[jnp.where(window < block, window, block)].set(
+                True, mode="drop")
+            valid = valid & ~hit
         scores = jnp.where(valid, rows @ query / tau, neg_inf)
         block_mass = jax.nn.logsumexp(scores)
         new_total = jnp.logaddexp(total, block_mass)
@@ -467,7 +485,8 @@ def draw_members(keys, stats: ClusterStats, clusters, queries, temperature, excl
             mass, item, logit = _stream(stats, cluster, query, tau, row, key)
             return item.astype(jnp.int32), logit - mass
 
-        return _per_draw(pick, clusters, queries, excluded, sequential, keys)
+        rows = None if excluded is None else _excluded_rows(stats, excluded)
+        return _per_draw(pick, clusters, queries, rows, sequential, keys)
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "sequential"))
@@ -559,8 +578,9 @@ def two_level_log_prob(stats: ClusterStats, logits, cluster_ids, embeddings, que
         if excluded is not None:
             scores = jnp.where(jax.vmap(_is_excluded)(items, excluded), -jnp.inf, scores)
         if items.shape[1] * (n / num_clusters + block_size(stats)) <= n:
+            rows = None if excluded is None else _excluded_rows(stats, excluded)
             log_mass = _per_draw(lambda c, q, row: _stream(stats, c, q, tau, row)[0], clusters,
-                                 queries, excluded, sequential)
+                                 queries, rows, sequential)
             return _log_q(log_cluster, scores, log_mass)
 
         def one(query, query_clusters, row):
