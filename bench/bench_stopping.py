@@ -307,11 +307,13 @@ def _stopping_rows(size, name, target, step_size, init_std, max_steps, search_ba
         grid_logpi = _well_logpi if name == "ManyWell" else _grid_logpi(target)
         bound, bound_ml, matched, tv_matched, tv_needed = _exact_rule_bound(
             grid_logpi, grid(), step_size, init_std, horizon, 2)
+        at_matched = (f"fixed length {matched} is at TV {tv_matched:.3f}" if tv_matched is not None
+                      else f"fixed length {matched} is past the {horizon}-step search")
         notes.append(
             f"{name}, exact rule on a discretised MALA ({what}, p₀ = N(0, {init_std:g}²)): σ* "
             f"ends exactly at π in E[L*] = {bound:.1f} mean steps with one level and "
-            f"{bound_ml:.1f} with two; fixed length {matched} is at TV {tv_matched:.3f} and "
-            f"needs {tv_needed if tv_needed else f'> {horizon}'} steps for TV 0.01.")
+            f"{bound_ml:.1f} with two; {at_matched}; fixed length needs "
+            f"{tv_needed if tv_needed else f'> {horizon}'} steps for TV 0.01.")
     return rows, notes
 
 
