@@ -84,10 +84,12 @@ class DTMC(_Process):
     uniform channel gives the exact reverse step given a clean token :math:`x_0`,
 
     .. math::
-        q(x_s \\mid x_t, x_0) = \\frac{K a\\,[x_t = x_0][x_s = x_t] + (a/b - a)[x_s = x_t]
-        + (b - a)[x_s = x_0] + (1 - a/b)(1 - b)/K}{K a\\,[x_t = x_0] + 1 - a},
+        q(x_s \\mid x_t, x_0) = \\frac{K a\\,\\delta_{x_t x_0}\\delta_{x_s x_t}
+        + (a/b - a)\\,\\delta_{x_s x_t} + (b - a)\\,\\delta_{x_s x_0} + (1 - a/b)(1 - b)/K}
+        {K a\\,\\delta_{x_t x_0} + 1 - a},
 
-    and the model's clean-token probabilities :math:`p = p_\\theta(x_0 \\mid x_t)` enter it in one
+    (:math:`\\delta` the Kronecker delta), and the model's clean-token probabilities
+    :math:`p = p_\\theta(x_0 \\mid x_t)` enter it in one
     of two ways (``kernel``):
 
     * ``"posterior"`` (default): the exact reverse step averaged over the posterior,
