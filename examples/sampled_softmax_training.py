@@ -48,8 +48,8 @@ LABELS = {"full": "full softmax", "uniform": "uniform negatives", "2ls": "2LS", 
 class Config:
     embed_dim: int = 32
     batch_size: int = 256
-    num_negatives: int = 32
-    epochs: int = 3
+    num_negatives: int = 16
+    epochs: int = 2
     rebuild_every: int = 1
     num_clusters: int = 96
     learning_rate: float = 5e-3
