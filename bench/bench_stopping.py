@@ -232,7 +232,7 @@ def _stopping_rows(size, name, target, step_size, init_std, max_steps, search_ba
         net, info = train_stopping(keys[2], kernel, logpi, logp0, x0[: min(n, 512)],
                                    levels=levels, num_steps=_TRAIN_STEPS[size],
                                    pool_steps=_POOL_STEPS[size], batch_size=256,
-                                   learning_rate=3e-3, flow_penalty=1e-2, width=32, depth=2)
+                                   learning_rate=1e-3, flow_penalty=1e-2, width=32, depth=2)
         jax.block_until_ready(net.log_z)
         train_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
