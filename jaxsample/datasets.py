@@ -15,6 +15,9 @@ compilation):
 - :func:`imbalanced_clusters`: Zipf-sized Gaussian clusters, and :func:`random_fourier_features`
   to map them into a Gaussian kernel's feature space (diverse-subset selection).
 
+:func:`ring_of_gaussians` is a mixture target (:class:`jaxsample.targets.GaussianMixture`), the
+test prior of guided diffusion.
+
 Discrete data with an exact law (categorical samplers and their exact oracles):
 
 - :func:`sudoku4_grids`: the 288 valid 4×4 Sudoku grids, and :func:`sudoku4_index` to look a
@@ -26,9 +29,6 @@ Planted worlds of the choice family, each a NamedTuple of arrays:
   synthetic dilemmas (:mod:`jaxsample.choice.pluralism`);
 - :func:`synthetic_community`: idea atoms in topics, communities and a hidden compatibility
   graph (:mod:`jaxsample.choice.alien`).
-
-:func:`ring_of_gaussians` is a mixture target (:class:`jaxsample.targets.GaussianMixture`), the
-test prior of guided diffusion.
 
 The same key always gives the same points.
 """
