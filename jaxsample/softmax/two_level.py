@@ -386,12 +386,13 @@ def build_index(
     Args:
         key: PRNG key of k-means' seeding (and mini-batches).
         embeddings: ``(N, d)`` float32/float64 item table, finite.
-        num_clusters: the k-means K, default from :meth:`SoftmaxIndex.recommended_sizes`.
+        num_clusters: the k-means K, default from :meth:`SoftmaxIndex.recommended_sizes` (for
+            ``rank=0``; pass its ``rank=`` sizes for the cost optimum of a given rank).
         num_samples: draws per query the index is sized for (sets the defaults of
             ``num_clusters`` and ``max_cluster_size``).
         max_cluster_size: cap m on cluster sizes (larger clusters are split). Default: the cap
-            of :meth:`SoftmaxIndex.recommended_sizes` for this ``rank``. Pass N to keep k-means
-            clusters whole (a draw costs its own cluster's size either way).
+            of :meth:`SoftmaxIndex.recommended_sizes`. Pass N to keep k-means clusters whole (a
+            draw costs its own cluster's size either way).
         rank: covariance kept for ``"sd"`` (above); None for the full covariance.
         block_size: rows a draw reads at a time (default: the mean cluster size, at least 8,
             at most 256 and the largest cluster); a draw from a cluster of ``n_c`` members reads
@@ -499,8 +500,9 @@ def _build(key, embeddings, cluster_ids, *, num_clusters, num_samples, max_clust
     num_samples = check_int("num_samples", num_samples, 1)
     chunk_size = check_chunk_size(chunk_size)
     progress = check_progress(progress)
-    default_k, default_cap = SoftmaxIndex.recommended_sizes(
-        n, num_samples=num_samples, rank=d if rank is None else rank)
+    # sized as for the diagonal whatever the rank: larger clusters would make the full
+    # covariance's logits cheaper but every rule's cluster masses coarser (higher TV)
+    default_k, default_cap = SoftmaxIndex.recommended_sizes(n, num_samples=num_samples)
     if max_cluster_size is not None:
         cap = check_int("max_cluster_size", max_cluster_size, 1)
     else:  # k-means clusters are sized for the draws; a given partition is kept as it is
