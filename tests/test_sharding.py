@@ -20,7 +20,7 @@ def test_sharded_interaction_equals_unsharded():
     x = jax.random.normal(jax.random.key(0), (64, 3))
     y = jax.random.normal(jax.random.key(1), (64, 3)) + 0.2
     expected, _ = diagnostics.energy_distance(x, y)
-    sharded = jax.jit(diagnostics.energy_distance)(shard_particles(x), shard_particles(y))
+    sharded, _ = jax.jit(diagnostics.energy_distance)(shard_particles(x), shard_particles(y))
     np.testing.assert_allclose(sharded, expected, rtol=1e-5)
 
 

@@ -117,6 +117,18 @@ ENTRIES = [
                 "per_step_target"),
             BadInput(lambda: _call(guidance.DDIM(variance="learned")), ValueError, "variance"),
             BadInput(lambda: _call(guidance.DDIM(clip_x0=(1.0, -1.0))), ValueError, "clip_x0"),
+        ),
+        note="hyper is TAG's ω (the classifier scale, η and the schedule's floats are traced "
+             "leaves too). Non-finite predictions and costs are flagged in info.nonfinite "
+             "(tests/test_guidance.py).",
+    ),
+    Entry(
+        name="diffusion.guidance.ndtm",
+        module="jaxsample.diffusion.guidance",
+        build=_ndtm_sample,
+        hyper=_ndtm_hyper,
+        hyper_values=(0.5, 2.0),
+        bad_inputs=(
             BadInput(lambda: _call(_ndtm(max_grad_norm=0.0)), ValueError, "max_grad_norm"),
             BadInput(lambda: _call(_ndtm(control_scale=-1.0)), ValueError, "control_scale"),
             BadInput(lambda: _call(_ndtm(control_scale=lambda t: jnp.ones(2))), ValueError,
@@ -129,16 +141,6 @@ ENTRIES = [
             BadInput(lambda: _call(_ndtm(optimizer=optax.sgd(0.1), learning_rate=0.1)),
                      ValueError, "learning_rate"),
         ),
-        note="hyper is TAG's ω (the classifier scale, η and the schedule's floats are traced "
-             "leaves too). Non-finite predictions and costs are flagged in info.nonfinite "
-             "(tests/test_guidance.py).",
-    ),
-    Entry(
-        name="diffusion.guidance.ndtm",
-        module="jaxsample.diffusion.guidance",
-        build=_ndtm_sample,
-        hyper=_ndtm_hyper,
-        hyper_values=(0.5, 2.0),
         note="NDTM with every invariance-auditing option (norm fiber loss, per-step target, "
              "γ schedule, per-sample clipping, x̂₀ clamp, large variance); hyper is w_term and "
              "γ together (both traced), with SGD as the control's optimiser: Adam divides "
