@@ -226,7 +226,8 @@ def _big_rows(config, key):
         f"Goal (one stable solve at n = 10⁶, m = 10⁴ under 30 s on this CPU) "
         f"{'met' if stable_time < 30 else 'missed'}: {stable_time:.1f} s wall, "
         f"{cpu['cp']:.1f} s CPU for {steps} mirror steps + fit + conditional Poisson draw "
-        f"(the wall time is inflated by the shared machine's load; CPU seconds are not).",
+        f"(CPU above wall: XLA runs the gathers on both cores; was 32 s wall / 20 s CPU with "
+        f"the 2-D gather and the scatter).",
         f"A mirror step streams the padded index for Bx (d one-dimensional gathers "
         f"x[indices[:, j]]) and the transposed index for Bᵀu (gathers u[members[r]], "
         f"{'built' if members else 'not built: segment sum'}), both gathers, no scatter: "
