@@ -12,6 +12,7 @@ from jaxsample._checks import (
     check_callable,
     check_choice,
     check_chunk_size,
+    check_fn_output,
     check_hyperparameter,
     check_int,
     check_key,
@@ -19,7 +20,7 @@ from jaxsample._checks import (
 )
 from jaxsample.diffusion._vp import VPSchedule
 from jaxsample.diffusion.guidance._engine import Control, GuidanceInfo, NDTMInfo, run
-from jaxsample.diffusion.guidance._validate import check_scalar_fn, probe
+from jaxsample.diffusion.guidance._validate import check_scalar_fn
 from jaxsample.diffusion.guidance.solvers import (
     DDIM,
     DDPM,
@@ -59,13 +60,9 @@ def _check_sampler(key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size):
     chunk_size = check_chunk_size(chunk_size)
     terms = _as_terms(guidance)
     event, dtype = x_T.shape[1:], x_T.dtype
-    out = probe("eps_fn", eps_fn, jax.ShapeDtypeStruct(event, dtype),
-                jax.ShapeDtypeStruct((), dtype))
-    if getattr(out, "shape", None) != event:
-        raise ValueError(f"eps_fn(x, t) must return the shape of one sample, {event}, got "
-                         f"{getattr(out, 'shape', type(out).__name__)}")
-    if out.dtype != dtype:
-        raise TypeError(f"eps_fn(x, t) must return the dtype of x_T, {dtype}, got {out.dtype}")
+    # eps_fn(x, t) on one sample: the shape and dtype of one row of x_T
+    check_fn_output("eps_fn", eps_fn, (jax.ShapeDtypeStruct(event, dtype),
+                                      jax.ShapeDtypeStruct((), dtype)), event, dtype=dtype)
     for term in terms:
         term.check(event, dtype, num_steps)
     return key, x_T, num_steps, terms, chunk_size
@@ -118,11 +115,9 @@ def _ndtm_control(solver: NDTM, x_T) -> Control:
     schedule = check_choice("solver.learning_rate_schedule", solver.learning_rate_schedule,
                             LEARNING_RATE_SCHEDULES)
     if callable(solver.control_scale):
-        out = probe("solver.control_scale", solver.control_scale,
-                    jax.ShapeDtypeStruct((), x_T.dtype))
-        if getattr(out, "shape", None) != ():
-            raise ValueError("solver.control_scale as a function must map a scalar time t to a "
-                             f"scalar γ(t), got shape {getattr(out, 'shape', None)}")
+        # γ(t): a scalar time to a scalar
+        check_fn_output("solver.control_scale", solver.control_scale,
+                        jax.ShapeDtypeStruct((), x_T.dtype), ())
         control_scale = solver.control_scale
     else:
         control_scale = check_hyperparameter("solver.control_scale", solver.control_scale,

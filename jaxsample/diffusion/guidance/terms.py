@@ -27,8 +27,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_array, check_callable, check_choice, check_hyperparameter
-from jaxsample.diffusion.guidance._validate import check_scalar_fn, is_active, probe
+from jaxsample._checks import (
+    check_array,
+    check_callable,
+    check_choice,
+    check_fn_output,
+    check_hyperparameter,
+)
+from jaxsample.diffusion.guidance._validate import check_scalar_fn, is_active
 from jaxsample.kernels import guidance as kernels
 
 __all__ = [
@@ -180,13 +186,12 @@ class TAG(GuidanceTerm):
         return field, kernels.time_gap(log_p, step.times, step.t)
 
     def check(self, event_shape, dtype, num_steps):
-        out = probe("time_logits_fn", self.time_logits_fn,
-                    jax.ShapeDtypeStruct(event_shape, dtype))
-        if getattr(out, "shape", None) != (num_steps,):
-            raise ValueError(
-                f"time_logits_fn(x) must return num_steps = {num_steps} logits, one per time of "
-                f"the sampler's grid (kernels.guidance.time_grid(num_steps)), got "
-                f"{getattr(out, 'shape', type(out).__name__)}")
+        try:
+            check_fn_output("time_logits_fn", self.time_logits_fn,
+                            jax.ShapeDtypeStruct(event_shape, dtype), (num_steps,))
+        except ValueError as err:
+            raise ValueError(f"{err} (num_steps logits, one per time of the sampler's grid, "
+                             "kernels.guidance.time_grid(num_steps))") from err
 
 
 class FiberCost(eqx.Module):
