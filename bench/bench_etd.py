@@ -102,8 +102,8 @@ def _variance_collapse(quick):
 
         seconds, path = _svgd_run(logdensity, x0, svgd_steps, 0.05, svgd_steps)
         rows.append(Row(case, "BlackJAX SVGD", {
-            "DAMV": float(damv(path[-1])[0]), "energy dist.": float(energy_distance(path[-1],
-                                                                                 reference)),
+            "DAMV": float(damv(path[-1])[0]),
+            "energy dist.": float(energy_distance(path[-1], reference)[0]),
             "distinct": NUM_PARTICLES, "steps": svgd_steps}, seconds, peer=True))
         variants = [("ETD (score)", jax.grad(logdensity), {}),
                     ("ETD (score-free)", None, {}),

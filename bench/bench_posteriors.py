@@ -311,8 +311,8 @@ _svgd_run = jax.jit(svgd, static_argnums=0, static_argnames="num_steps")
 def _svgd_sampler(sizes: Sizes, learning_rate: float = 0.05):
     def sample(key, post):
         x0 = post.init_fn(key, sizes.num_particles)
-        samples = _svgd_run(post.logdensity_fn, x0, num_steps=sizes.svgd_steps,
-                      learning_rate=learning_rate)
+        samples, _ = _svgd_run(post.logdensity_fn, x0, num_steps=sizes.svgd_steps,
+                               learning_rate=learning_rate)
         return samples, {"density_evals": None,
                          "gradient_evals": sizes.num_particles * sizes.svgd_steps}
 
