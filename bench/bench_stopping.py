@@ -58,31 +58,6 @@ _POOL_STEPS = {"quick": 20, "full": 100, "gpu": 100}
 _EVAL = 2048  # rows compared with the reference (MMD², Sinkhorn)
 
 
-def _fixed_mala_curve(key, logdensity, step_size, x0, checkpoints):
-    """Fixed-length MALA positions after each of ``checkpoints`` steps (one scan, one compile)."""
-    alg = mala(logdensity, step_size=step_size)
-    marks = jnp.asarray(checkpoints)
-
-    @jax.jit
-    def go(key, x0):
-        states = jax.vmap(alg.init)(x0)
-        keys = jax.random.split(key, x0.shape[0])
-        buffer = jnp.zeros((len(checkpoints),) + x0.shape, x0.dtype)
-
-        def body(carry, t):
-            states, buffer = carry
-            states, _ = jax.vmap(alg.step)(jax.vmap(jax.random.fold_in, (0, None))(keys, t),
-                                           states)
-            hit = marks == t + 1
-            buffer = jnp.where(hit[:, None, None], states.position[None], buffer)
-            return (states, buffer), None
-
-        (_, buffer), _ = jax.lax.scan(body, (states, buffer), jnp.arange(checkpoints[-1]))
-        return buffer
-
-    return go(key, x0)
-
-
 def _checkpoints(length, horizon):
     """Fixed lengths probed for equal MMD: every length to 16, then ×1.5, to ``horizon``."""
     grid, value = set(range(1, 17)), 16.0
