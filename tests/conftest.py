@@ -16,6 +16,33 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
+_MAX_MAPS = 30_000  # Linux refuses new mappings past vm.max_map_count (65 530 by default)
+_teardowns = [0]
+
+
+@pytest.fixture(autouse=True)
+def _bounded_executable_cache():
+    """Drops JAX's compiled executables when this process holds too many memory mappings.
+
+    Every XLA:CPU executable keeps a few mappings alive (about three each) for as long as a jit
+    cache holds it, and one pytest worker compiles tens of thousands of programs: past the kernel's
+    ``vm.max_map_count`` the next compilation fails inside LLVM (a segfault or abort that kills the
+    worker). Counting reads /proc/self/maps (about 20 ms at 30 000 lines), so it runs after every
+    eighth test; where that file does not exist the fixture does nothing.
+    """
+    yield
+    _teardowns[0] += 1
+    if _teardowns[0] % 8:
+        return
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            count = sum(1 for _ in maps)
+    except OSError:
+        return
+    if count > _MAX_MAPS:
+        jax.clear_caches()
+
+
 @pytest.fixture
 def x64():
     """Runs the test with 64-bit types enabled (float64 arrays stay float64)."""
