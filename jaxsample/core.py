@@ -60,7 +60,9 @@ class Step(eqx.Partial):
     A constructor returns ``SamplingAlgorithm(init, Step(kernel, fn=..., h=...))``: :func:`run`
     partitions it (its array leaves, the float hyper-parameters, are traced), while
     ``jax.jit(alg.step)`` — which hashes the function it compiles — sees a function hashed by
-    identity (an ``equinox.Partial`` holding arrays is not hashable).
+    identity (an ``equinox.Partial`` holding arrays is not hashable). A call goes through
+    ``equinox.filter_jit``, so ``alg.step(key, state)`` typed at a prompt compiles the step once
+    (array leaves traced, functions static) instead of dispatching it op by op.
 
     Example:
         >>> import jax.numpy as jnp, numpy as np
@@ -74,6 +76,18 @@ class Step(eqx.Partial):
 
     def __eq__(self, other):
         return self is other
+
+    def __call__(self, *args, **kwargs):
+        # One compiled call, not op-by-op dispatch: a kernel holds while-loops and conds, each of
+        # which would otherwise compile on its own when the step is called eagerly (ETD's step
+        # took 3-4x its jitted compile time that way). Under an outer jit or vmap this is a
+        # nested call that XLA inlines.
+        return _jitted_call(self, args, kwargs)
+
+
+@eqx.filter_jit
+def _jitted_call(step: Step, args, kwargs):
+    return eqx.Partial.__call__(step, *args, **kwargs)
 
 
 def _default_transform(state: PyTree, info: PyTree) -> PyTree:
