@@ -3,7 +3,23 @@
 XLA_FLAGS must be set before JAX initialises its backends, hence before any import of jax.
 """
 
+import atexit
+import importlib.util
 import os
+import shutil
+import tempfile
+
+# One persistent compilation cache for this run, shared by the xdist workers and by the fresh
+# interpreters tests start (docs pages, README snippets, the CLI): the controller sets it before
+# the workers are spawned, and they inherit it. A fresh directory each run, so nothing is reused
+# from an earlier checkout; the process that made it removes it at exit. A size bound makes JAX
+# lock the directory (filelock) around reads and writes, so two workers never see a torn entry;
+# without filelock the cache stays off.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ and importlib.util.find_spec("filelock"):
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxsample-tests-xla-")
+    os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(8 * 2**30)
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.1"
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 _FLAG = "--xla_force_host_platform_device_count=4"
 if _FLAG not in os.environ.get("XLA_FLAGS", ""):

@@ -300,7 +300,10 @@ def test_new_precision_and_mean_reuse_the_compilation():
         G.chebyshev_sample(jax.random.key(2), other.score, mean=other_mean, **kwargs)
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
-    assert not [name for name in compiles if name.endswith("backend_compile_duration")], compiles
+    # a backend compilation, or a program fetched from the suite's persistent compilation cache
+    # (which would hide a recompilation), fails the test
+    assert not [name for name in compiles if name.endswith(
+        ("backend_compile_duration", "cache_retrieval_time_sec"))], compiles
 
 
 def test_sharded_noise_and_outputs_on_four_devices(x64):
