@@ -575,14 +575,15 @@ def _check_index(index):
                         f"{type(index).__name__}")
 
 
-def _check_queries(index, queries):
-    """Returns ``(queries as (B, d), was_single)``. Finiteness is reported, not refused."""
+def _check_queries(index, queries, *, batch: bool = True):
+    """Returns ``(queries, was_single)``, queries as ``(B, d)`` (or as given when ``batch`` is
+    False: the caller's compiled function adds the axis). Finiteness is reported, not refused."""
     queries = check_array("queries", queries, dtype=index.embeddings.dtype)
     if queries.ndim not in (1, 2) or queries.shape[-1] != index.dim:
         raise ValueError(f"queries must have shape (d,) or (B, d) with d = {index.dim} (the "
                          f"embedding dimension), got {queries.shape}")
     single = queries.ndim == 1
-    return (queries[None, :] if single else queries), single
+    return (queries[None, :] if single and batch else queries), single
 
 
 def _check_items(index, items, queries, single, name="items", low_bound=0):
@@ -609,9 +610,9 @@ def _check_exclude(index, exclude, queries, single):
     return jnp.sort(exclude.astype(jnp.int32), axis=1)
 
 
-def _common(index, queries, variant, temperature, chunk_size):
+def _common(index, queries, variant, temperature, chunk_size, *, batch=True):
     _check_index(index)
-    batch, single = _check_queries(index, queries)
+    batch, single = _check_queries(index, queries, batch=batch)
     if variant is not None:
         check_choice("variant", variant, VARIANTS)
     tau = check_hyperparameter("temperature", temperature)
@@ -674,14 +675,14 @@ def sample(key, index: SoftmaxIndex, queries, *, num_samples: int, variant: str 
         ([1, 2], [0.5])
     """
     key = check_key("key", key)
-    batch, single, tau, chunk_size = _common(index, queries, variant, temperature, chunk_size)
+    # one dispatch per call: a single query gets its batch axis inside the compiled function
+    # (three eager slices cost more than the draw itself at small N)
+    queries, single, tau, chunk_size = _common(index, queries, variant, temperature, chunk_size,
+                                               batch=False)
     num_samples = check_int("num_samples", num_samples, 1)
-    excluded = _check_exclude(index, exclude, batch, single)
-    items, info = _sample(key, index, batch, excluded, tau, num_samples, variant, chunk_size,
-                          _sequential(index))
-    if single:
-        return items[0], SoftmaxInfo(info.log_q[0], info.nonfinite[0])
-    return items, info
+    excluded = _check_exclude(index, exclude, queries, single)
+    return _sample(key, index, queries, excluded, tau, num_samples, variant, chunk_size,
+                   _sequential(index), single)
 
 
 def _nonfinite(queries, values):
@@ -708,10 +709,14 @@ def _logits(index, queries, excluded, variant, tau):
     return jnp.where(exhausted, -jnp.inf, logits)
 
 
-@functools.partial(jax.jit,
-                   static_argnames=("num_samples", "variant", "chunk_size", "sequential"))
+@functools.partial(jax.jit, static_argnames=("num_samples", "variant", "chunk_size",
+                                             "sequential", "single"))
 def _sample(key, index, queries, excluded, temperature, num_samples, variant, chunk_size,
-            sequential=False):
+            sequential=False, single=False):
+    if single:
+        items, info = _sample(key, index, queries[None, :], excluded, temperature, num_samples,
+                              variant, chunk_size, sequential)
+        return items[0], SoftmaxInfo(info.log_q[0], info.nonfinite[0])
     tau = jnp.asarray(temperature, queries.dtype)
     cluster_keys, item_keys = kernel.split_keys(key, queries.shape[0], num_samples)
 
