@@ -2,6 +2,7 @@
 failure mode), the eager warning, ``diagnostics.diagnose``, the adaptation, and a Laplace fit
 that fails clearly."""
 
+import functools
 import warnings
 
 import jax
@@ -25,7 +26,7 @@ def _start(scale, n=40, d=D, seed=0):
     return scale * jax.random.normal(jax.random.key(seed), (n, d))
 
 
-def _quiet_run(alg, positions, num_steps=14):
+def _quiet_run(alg, positions, num_steps):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return jaxsample.run(jax.random.key(1), alg, alg.init(positions), num_steps)
@@ -33,30 +34,60 @@ def _quiet_run(alg, positions, num_steps=14):
 
 # Each planted failure holds for every step by construction, so `collapsed` must be set within
 # `collapse_patience` (10) steps; the frozen settings (no mutation steps) keep the
-# failure from healing itself.
+# failure from healing itself. Every planted target is the Gaussian N(shift, I/precision), and
+# the failures differ only in traced values (shift, precision, proposal_step, epsilon, the start),
+# so all the categorical ones share one compiled run and the barycentric one another.
 FROZEN = dict(num_proposals=4, mutation_steps=0, preconditioner=None)
+NUM_STEPS = 14
 PLANTED = {
     # a cloud 100x narrower than N(0, I): distinct particles, full rank, but Stein ratio 1e-4
-    "narrow": (std_normal, dict(proposal_step=1e-6), 0.01, "stein_ratio"),
+    "narrow": (dict(proposal_step=1e-6), 0.01, "stein_ratio"),
     # a cloud 10x wider: Stein ratio ~100
-    "wide": (std_normal, dict(proposal_step=1e-6), 10.0, "stein_ratio"),
+    "wide": (dict(proposal_step=1e-6), 10.0, "stein_ratio"),
     # one coordinate 10x too narrow (a funnel's neck): the mean ratio is 0.95, the smallest 0.01
-    "one_coordinate": (std_normal, dict(proposal_step=1e-6),
-                       jnp.ones(D).at[0].set(0.1)[None, :], "stein_ratio_min"),
+    "one_coordinate": (dict(proposal_step=1e-6), jnp.ones(D).at[0].set(0.1)[None, :],
+                       "stein_ratio_min"),
     # the right spread two sds off-centre: Stein ratio 1, score bias about 4
-    "offcentre": (lambda x: std_normal(x - 2.0), dict(proposal_step=1e-6), 1.0, "score_bias"),
+    "offcentre": (dict(shift=2.0, proposal_step=1e-6), 1.0, "score_bias"),
     # sd-0.05 target from an N(0, I) start: one proposal holds the weight, few distinct picks
-    "weights": (lambda x: -200.0 * jnp.sum(x**2), dict(proposal_step=0.5), 1.0, "weight_ess"),
+    "weights": (dict(precision=400.0, proposal_step=0.5), 1.0, "weight_ess"),
     # barycentric update with epsilon >> 1: every row is b, every particle moves to one point
-    "rank": (std_normal, dict(update="barycentric", epsilon=1e3), 1.0, "effective_rank"),
+    "rank": (dict(update="barycentric", epsilon=1e3), 1.0, "effective_rank"),
 }
+
+
+def _planted_algorithm(shift, precision, update="categorical", proposal_step=0.5, epsilon=0.1):
+    """The frozen sampler on N(shift, I/precision); the floats may be traced."""
+    target = lambda x: -0.5 * precision * jnp.sum((x - shift) ** 2)
+    return jaxsample.etd(target, score_fn="autodiff", update=update,
+                         proposal_step=proposal_step, epsilon=epsilon, **FROZEN)
+
+
+@functools.cache
+def _planted_runner(update):
+    """One jitted run per update rule, the planted failure's floats as traced arguments."""
+
+    @jax.jit
+    def run(shift, precision, proposal_step, epsilon, start):
+        alg = _planted_algorithm(shift, precision, update, proposal_step, epsilon)
+        return jaxsample.run(jax.random.key(1), alg, alg.init(start), NUM_STEPS)
+
+    return run
+
+
+def _planted_run(mode):
+    extra, scale, _ = PLANTED[mode]
+    extra = dict(dict(shift=0.0, precision=1.0, proposal_step=0.5, epsilon=0.1), **extra)
+    run = _planted_runner(extra.pop("update", "categorical"))
+    floats = [jnp.asarray(extra[name]) for name in ("shift", "precision", "proposal_step",
+                                                     "epsilon")]
+    return run(*floats, _start(scale))
 
 
 @pytest.mark.parametrize("mode", sorted(PLANTED))
 def test_planted_failure_raises_collapsed(mode):
-    target, extra, scale, evidence = PLANTED[mode]
-    alg = jaxsample.etd(target, score_fn=jax.grad(target), **FROZEN, **extra)
-    state, info = _quiet_run(alg, _start(scale))
+    _, _, evidence = PLANTED[mode]
+    state, info = _planted_run(mode)
     assert bool(state.collapsed) and bool(info.collapsed[-1]), mode
     assert bool(jnp.all(info.degenerate[2:])), (mode, info.degenerate)
     # the verdict's memory: 1 - 0.9^k > 1/2 needs k >= 7 degenerate steps
@@ -72,30 +103,38 @@ def test_planted_failure_raises_collapsed(mode):
     assert any("mutation_steps" in p for p in report.problems)
 
 
+# The healthy run and the fixed-step half of the adaptation test share one compiled run: the
+# default sampler (ensemble preconditioner, 2 MALA steps) on N(0, I_5), 40 particles, 60 steps;
+# they differ only in traced floats.
+HEALTHY_D, HEALTHY_STEPS = 5, 60
+
+
 def test_healthy_run_is_not_flagged_and_diagnose_is_quiet():
     alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no collapse warning
-        state, info = jaxsample.run(jax.random.key(1), alg, alg.init(_start(1.0, d=3)), 30)
+        state, info = jaxsample.run(jax.random.key(1), alg,
+                                    alg.init(_start(1.0, d=HEALTHY_D)), HEALTHY_STEPS)
     assert not bool(jnp.any(info.collapsed))
-    # Stein ratio of a sample of N(0, I3) from 40 particles: sd about sqrt(2/(40*3)) = 0.13;
+    # Stein ratio of a sample of N(0, I5) from 40 particles: sd about sqrt(2/(40*5)) = 0.1;
     # the mean over the last 10 steps lies well inside [0.6, 1.6]
     assert 0.6 < float(jnp.mean(info.stein_ratio[-10:])) < 1.6
     report, stats = diagnose(info)
     assert report.ok, str(report)
-    assert float(stats.steps) == 30 and 0.6 < float(stats.stein_ratio) < 1.6
+    assert float(stats.steps) == HEALTHY_STEPS and 0.6 < float(stats.stein_ratio) < 1.6
 
 
 def test_eager_run_warns_once_and_traced_run_keeps_the_flag():
-    target, extra, scale, _ = PLANTED["narrow"]
-    alg = jaxsample.etd(target, score_fn=jax.grad(target), **FROZEN, **extra)
-    state0 = alg.init(_start(scale))
+    alg = _planted_algorithm(0.0, 1.0, proposal_step=1e-6)  # the "narrow" failure
+    state0 = alg.init(_start(0.01))
     with pytest.warns(RuntimeWarning, match="collapsed") as record:
-        jaxsample.run(jax.random.key(1), alg, state0, 14)
+        eager_state, _ = jaxsample.run(jax.random.key(1), alg, state0, NUM_STEPS)
     assert len([r for r in record if "collapsed" in str(r.message)]) == 1
+    assert bool(eager_state.collapsed)
+    # the same run inside jit (the planted test's compiled runner): no warning, the flag is kept
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        state, _ = jax.jit(lambda s: jaxsample.run(jax.random.key(1), alg, s, 14))(state0)
+        state, _ = _planted_run("narrow")
     assert bool(state.collapsed)
 
 
@@ -134,7 +173,7 @@ def test_adaptation_moves_the_steps_towards_their_targets():
     # without its own adaptation (the default) and not following the mutation step, α stays
     fixed = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4,
                           proposal_step=50.0, proposal_follows_mutation=False)
-    _, info = _quiet_run(fixed, _start(1.0, d=5), num_steps=3)
+    _, info = _quiet_run(fixed, _start(1.0, d=HEALTHY_D), num_steps=HEALTHY_STEPS)
     np.testing.assert_allclose(info.proposal_step, 50.0, rtol=1e-6)
 
 
