@@ -134,28 +134,38 @@ def test_rank_deficient_data_needs_no_jitter(x64):
 
 
 def test_pullback_is_the_chain_rule_not_the_transpose(x64):
-    """G_Y = G_Z L equals jax.grad of Y -> sum_b V_hat(mu* + L y_b) with the noise fixed."""
+    """G_Y = G_Z L equals jax.grad of Y -> sum_b V_hat(mu* + L y_b) with the noise fixed.
+
+    Every quantity comes out of one jitted program (eager, each primitive compiled on its own).
+    """
     data = _data(jnp.float64, num_data=25, dim=3)
     bandwidth, smoothing = 0.4, 0.3
-    mean, cov, chol = MomentTargets.from_data(data, bandwidth)
-    assert float(jnp.max(jnp.abs(cov - jnp.diag(jnp.diag(cov))))) > 0.1  # non-diagonal
-    y = retract(jax.random.normal(jax.random.key(0), (10, 3), jnp.float64))
-    noise = antithetic_normal(jax.random.key(1), 10, 4, 3, jnp.float64)
 
-    def total_potential(y):
-        z = mean[None, :] + y @ chol.T
-        shifted = z[:, None, :] + smoothing * noise
-        sq = jnp.sum(jnp.square(shifted[:, :, None, :] - data[None, None]), axis=-1)
-        return -jnp.sum(jnp.mean(jax.nn.logsumexp(-sq / (2 * bandwidth**2), axis=-1), axis=1))
+    @jax.jit
+    def evaluate(data):
+        mean, cov, chol = MomentTargets.from_data(data, bandwidth)
+        y = retract(jax.random.normal(jax.random.key(0), (10, 3), jnp.float64))
+        noise = antithetic_normal(jax.random.key(1), 10, 4, 3, jnp.float64)
 
-    expected = jax.grad(total_potential)(y)
-    score_z = smoothed_kde_score(y @ chol.T, data - mean[None, :], bandwidth, smoothing, noise)
-    np.testing.assert_allclose(-pulled_back_gradient(score_z, chol), expected, rtol=1e-9,
-                               atol=1e-9)
+        def total_potential(y):
+            z = mean[None, :] + y @ chol.T
+            shifted = z[:, None, :] + smoothing * noise
+            sq = jnp.sum(jnp.square(shifted[:, :, None, :] - data[None, None]), axis=-1)
+            return -jnp.sum(jnp.mean(jax.nn.logsumexp(-sq / (2 * bandwidth**2), axis=-1),
+                                     axis=1))
+
+        score_z = smoothed_kde_score(y @ chol.T, data - mean[None, :], bandwidth, smoothing,
+                                     noise)
+        return (cov, chol, score_z, jax.grad(total_potential)(y),
+                -pulled_back_gradient(score_z, chol))
+
+    cov, chol, score_z, expected, pulled = (np.asarray(a) for a in evaluate(data))
+    assert np.max(np.abs(cov - np.diag(np.diag(cov)))) > 0.1  # non-diagonal
+    np.testing.assert_allclose(pulled, expected, rtol=1e-9, atol=1e-9)
     # the reference code's gZ @ L.T is a different vector for this non-diagonal Sigma*
-    assert float(jnp.max(jnp.abs(-score_z @ chol.T - expected))) > 1e-2
+    assert np.max(np.abs(-score_z @ chol.T - expected)) > 1e-2
     # ... and the same one when Sigma* is diagonal
-    diag_chol = jnp.diag(jnp.diag(chol))
+    diag_chol = np.diag(np.diag(chol))
     np.testing.assert_allclose(score_z @ diag_chol, score_z @ diag_chol.T)
 
 
@@ -214,7 +224,9 @@ def test_circle_particles_match_exact_tilt_by_quadrature():
     error comes from 10 batch means of 100 steps (longer than the radial relaxation time ~80
     steps), and each must lie within 5 SE of the tilted law's value (t with 9 dof: p ~ 7e-4).
     The mean radius and P(r < 0.9) must also be more than 10 SE away from the untilted e^{-V}
-    (its radius sd is nearly the same, so that one does not discriminate).
+    (its radius sd is nearly the same, so that one does not discriminate). B = 1000 particles: the
+    tilted and untilted laws lie about 400 and 40 SE apart on those two statistics (SE from this
+    run's own batch means), so an untilted sampler fails by a wide margin.
     """
     bandwidth, smoothing, r0 = 0.1, 0.2, 0.9
     data = _circle()
@@ -245,15 +257,15 @@ def test_circle_particles_match_exact_tilt_by_quadrature():
     with jax.enable_x64(True):
         alg = jaxsample.mmsold(jnp.asarray(data), bandwidth=bandwidth,
                                smoothing=smoothing, num_smoothing_samples=32, step_size=2.5e-4)
-        state = _start(alg, jnp.asarray(data), jax.random.key(0), 2000, bandwidth)
-        state, _ = jaxsample.run(jax.random.key(1), alg, state, 300)
+        state = _start(alg, jnp.asarray(data), jax.random.key(0), 1000, bandwidth)
 
         def stats(state, info):
             r = jnp.linalg.norm(state.positions, axis=1)
             return jnp.stack([jnp.mean(r), jnp.mean(r**2), jnp.mean((r < r0).astype(r.dtype))])
 
-        _, trace = jaxsample.run(jax.random.key(2), alg, state, 1000, transform=stats)
-    batches = np.asarray(trace).reshape(10, 100, 3).mean(axis=1)
+        # burn-in and measurement in one run (one compiled loop), the first 300 steps dropped
+        _, trace = jaxsample.run(jax.random.key(1), alg, state, 1300, transform=stats)
+    batches = np.asarray(trace)[300:].reshape(10, 100, 3).mean(axis=1)
     batch_stats = np.stack([batches[:, 0], np.sqrt(batches[:, 1] - batches[:, 0] ** 2),
                             batches[:, 2]], axis=1)
     estimate = batch_stats.mean(axis=0)
@@ -276,15 +288,20 @@ def test_plugin_tilt_on_the_circle():
     bandwidth, smoothing, num_quadrature = 0.1, 0.2, 16
     with jax.enable_x64(True):
         data = jnp.asarray(_circle())
-        monte_carlo, info = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
-                                        smoothing=smoothing, num_smoothing_samples=512)
+
+        @jax.jit   # one program for the three estimates (eager, each primitive compiles alone)
+        def estimates(key, data):
+            return (plugin_tilt(key, data, bandwidth=bandwidth, smoothing=smoothing,
+                                num_smoothing_samples=512),
+                    plugin_tilt(key, data, bandwidth=bandwidth, smoothing=smoothing,
+                                num_quadrature=num_quadrature)[0],
+                    MomentTargets.from_data(data, bandwidth).cov)
+
+        (monte_carlo, info), quadrature, cov = estimates(jax.random.key(0), data)
         assert not bool(info.nonfinite)
         np.testing.assert_allclose(monte_carlo.linear, 0.0, atol=1e-12)
         lam = np.asarray(monte_carlo.quadratic)
         np.testing.assert_allclose(lam, lam.T, atol=1e-12)
-        quadrature, _ = plugin_tilt(jax.random.key(0), data, bandwidth=bandwidth,
-                                    smoothing=smoothing, num_quadrature=num_quadrature)
-        _, cov, _ = MomentTargets.from_data(data, bandwidth)
     np.testing.assert_allclose(quadrature.linear, 0.0, atol=1e-10)
     lam = np.asarray(quadrature.quadratic)
     assert lam[0, 0] < 0
@@ -369,10 +386,11 @@ def test_cfdm_memorises_without_smoothing_and_generalises_with_it():
                                        (datasets.latent_mixture, 64)])
 def test_datasets_are_deterministic(maker, dim):
     dtype = jnp.float32
-    a = maker(jax.random.key(0), 33, dtype=dtype)
+    draw = jax.jit(lambda key: maker(key, 33, dtype=dtype))   # one program for the three draws
+    a = draw(jax.random.key(0))
     assert a.shape == (33, dim) and a.dtype == dtype
-    np.testing.assert_array_equal(a, maker(jax.random.key(0), 33, dtype=dtype))
-    assert not bool(jnp.allclose(a, maker(jax.random.key(1), 33, dtype=dtype)))
+    np.testing.assert_array_equal(a, draw(jax.random.key(0)))
+    assert not bool(jnp.allclose(a, draw(jax.random.key(1))))
     with pytest.raises(ValueError, match="num_samples"):
         maker(jax.random.key(0), 0)
 
