@@ -104,11 +104,14 @@ def test_exclude_removes_items_and_renormalises():
 
 def test_legacy_and_new_style_keys_draw_alike():
     """A legacy ``PRNGKey`` is accepted, as by every family, and draws what the new-style key of
-    the same seed draws (its key data are the same)."""
+    the same seed draws (its key data are the same). The settings of
+    test_sample_matches_log_prob_and_ignores_chunking, so the new-style call reuses its
+    compilation."""
     index, q = tiny_index(jnp.float32), tiny_queries(jnp.float32)
-    new, new_info = softmax.sample(jax.random.key(0), index, q, num_samples=3)
-    legacy, legacy_info = softmax.sample(jax.random.PRNGKey(0), index, q, num_samples=3)
-    assert legacy.shape == (2, 3)
+    new, new_info = softmax.sample(jax.random.key(0), index, q, num_samples=4, temperature=0.8)
+    legacy, legacy_info = softmax.sample(jax.random.PRNGKey(0), index, q, num_samples=4,
+                                         temperature=0.8)
+    assert legacy.shape == (2, 4)
     np.testing.assert_array_equal(legacy, new)
     np.testing.assert_array_equal(legacy_info.log_q, new_info.log_q)
 

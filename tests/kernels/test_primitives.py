@@ -11,30 +11,43 @@ from jaxsample.kernels import chunking, logspace, pairwise
 median_scale = jax.jit(pairwise.median_scale, static_argnames=("max_entries", "exclude_diagonal"))
 
 
+def _clouds(dtype, n, m, seeds):
+    """Two point clouds far from the origin (where the expanded form cancels) and their squared
+    distances by direct differences."""
+    x = jax.random.normal(jax.random.key(seeds[0]), (n, 3), dtype) + 100
+    y = jax.random.normal(jax.random.key(seeds[1]), (m, 3), dtype) + 100
+    return x, y, jnp.sum((x[:, None] - y[None]) ** 2, axis=-1)
+
+
 def test_sq_distances_match_direct_differences(dtype):
-    x = jax.random.normal(jax.random.key(0), (7, 3), dtype) + 100
-    y = jax.random.normal(jax.random.key(1), (5, 3), dtype) + 100
-    direct = jnp.sum((x[:, None] - y[None]) ** 2, axis=-1)
-    got = pairwise.sq_distances(x, y, centre=jnp.mean(x, axis=0))
+    @jax.jit  # one compilation: eager op-by-op dispatch would dominate the test time
+    def compute():
+        x, y, direct = _clouds(dtype, 7, 5, (0, 1))
+        return direct, pairwise.sq_distances(x, y, centre=jnp.mean(x, axis=0)), jnp.min(
+            pairwise.sq_distances(x, x))
+
+    direct, got, self_min = compute()
     assert got.dtype == dtype and got.shape == (7, 5)
     # centring removes the cancellation of the expanded form far from the origin
     tol = 1e-4 if dtype == jnp.float32 else 1e-10
     np.testing.assert_allclose(got, direct, rtol=tol, atol=tol)
-    assert bool(jnp.all(pairwise.sq_distances(x, x) >= 0))
+    assert float(self_min) >= 0
 
 
 def test_nearest_matches_argmin_of_direct_differences(dtype):
-    x = jax.random.normal(jax.random.key(2), (40, 3), dtype) + 100
-    y = jax.random.normal(jax.random.key(3), (9, 3), dtype) + 100
-    direct = jnp.sum((x[:, None] - y[None]) ** 2, axis=-1)
-    index, d2 = jax.jit(pairwise.nearest)(x, y, centre=jnp.mean(y, axis=0))
+    @jax.jit
+    def compute():
+        x, y, direct = _clouds(dtype, 40, 9, (2, 3))
+        # exact ties go to the smallest index, as jnp.argmin's do
+        ties = pairwise.nearest(jnp.zeros((1, 2), dtype),
+                                jnp.array([[1, 0], [0, 1], [0, -1]], dtype))
+        return direct, pairwise.nearest(x, y, centre=jnp.mean(y, axis=0)), ties
+
+    direct, (index, d2), (tie_index, tie_d2) = jax.device_get(compute())
     assert index.dtype == jnp.int32 and d2.dtype == dtype
-    np.testing.assert_array_equal(index, jnp.argmin(direct, axis=1))
+    np.testing.assert_array_equal(index, np.argmin(direct, axis=1))
     tol = 1e-4 if dtype == jnp.float32 else 1e-10
-    np.testing.assert_allclose(d2, jnp.min(direct, axis=1), rtol=tol, atol=tol)
-    # exact ties go to the smallest index, as jnp.argmin's do
-    tie_index, tie_d2 = pairwise.nearest(jnp.zeros((1, 2), dtype),
-                                         jnp.array([[1, 0], [0, 1], [0, -1]], dtype))
+    np.testing.assert_allclose(d2, np.min(direct, axis=1), rtol=tol, atol=tol)
     assert tie_index.tolist() == [0] and tie_d2.tolist() == [1.0]
 
 
@@ -65,7 +78,11 @@ def test_map_rows_equals_dense_with_ragged_blocks(chunk_size):
         return {"lse": jax.nn.logsumexp(-d, axis=1) * weights, "arg": jnp.argmin(d, axis=1)}
 
     w = jnp.linspace(1.0, 2.0, 20)
-    dense = jax.jit(fn)(x, w)
+
+    @jax.jit
+    def dense(x, w):
+        d = pairwise.sq_distances(x, y)
+        return fn(x, w), jnp.sum(jnp.exp(-d)), jax.nn.logsumexp(-d)
 
     @jax.jit
     def chunked(x, w):
@@ -78,10 +95,11 @@ def test_map_rows_equals_dense_with_ragged_blocks(chunk_size):
         )
 
     got, total, lse = chunked(x, w)
-    np.testing.assert_allclose(got["lse"], dense["lse"], rtol=1e-6)
-    np.testing.assert_array_equal(got["arg"], dense["arg"])
-    np.testing.assert_allclose(total, jnp.sum(jnp.exp(-pairwise.sq_distances(x, y))), rtol=1e-5)
-    np.testing.assert_allclose(lse, jax.nn.logsumexp(-pairwise.sq_distances(x, y)), rtol=1e-5)
+    expected, expected_total, expected_lse = dense(x, w)
+    np.testing.assert_allclose(got["lse"], expected["lse"], rtol=1e-6)
+    np.testing.assert_array_equal(got["arg"], expected["arg"])
+    np.testing.assert_allclose(total, expected_total, rtol=1e-5)
+    np.testing.assert_allclose(lse, expected_lse, rtol=1e-5)
 
 
 def test_chunked_reduction_memory_is_bounded_under_grad():
@@ -122,15 +140,17 @@ def test_ragged_chunks_do_not_copy_the_operand():
 
 def test_log_normalize_and_ess():
     log_w = jnp.log(jnp.array([1.0, 1.0, 2.0, 0.0]))
-    np.testing.assert_allclose(jnp.exp(logspace.log_normalize(log_w)), [0.25, 0.25, 0.5, 0.0])
+    normalised, log_ess = jax.jit(lambda v: (logspace.log_normalize(v), logspace.log_ess(v)))(
+        log_w)
+    np.testing.assert_allclose(np.exp(normalised), [0.25, 0.25, 0.5, 0.0])
     # Kish ESS = (sum w)^2 / sum w^2 = 16 / 6
-    assert float(jnp.exp(logspace.log_ess(log_w))) == pytest.approx(16 / 6, rel=1e-6)
+    assert float(np.exp(log_ess)) == pytest.approx(16 / 6, rel=1e-6)
 
 
 def test_segment_logsumexp_against_dense():
     values = jnp.array([0.0, 1.0, -jnp.inf, 3.0, 700.0])
     seg = jnp.array([0, 0, 1, 2, 2])
-    got = logspace.segment_logsumexp(values, seg, 4)
+    got = np.asarray(jax.jit(lambda v, s: logspace.segment_logsumexp(v, s, 4))(values, seg))
     assert got[1] == -jnp.inf and got[3] == -jnp.inf
     np.testing.assert_allclose(got[0], np.logaddexp(0.0, 1.0), rtol=1e-6)
     np.testing.assert_allclose(got[2], 700.0, rtol=1e-6)
@@ -146,22 +166,34 @@ def _log1mexp_reference(a):
 
 def test_log1mexp_is_accurate_in_both_branches(dtype):
     a = -np.logspace(-20, np.log10(60), 41)
-    got = logspace.log1mexp(jnp.asarray(a, dtype))
+
+    @jax.jit
+    def compute(a):
+        return (logspace.log1mexp(a), logspace.log1mexp(jnp.zeros((), dtype)),
+                logspace.log1mexp(jnp.asarray(-50.0, dtype)),
+                jax.grad(logspace.log1mexp)(jnp.asarray(-50.0, dtype)))
+
+    got, at_zero, at_minus_50, grad = compute(jnp.asarray(a, dtype))
     assert got.dtype == dtype
     np.testing.assert_allclose(got, _log1mexp_reference(a), rtol=4 * float(jnp.finfo(dtype).eps))
-    assert float(logspace.log1mexp(jnp.zeros((), dtype))) == -np.inf
+    assert float(at_zero) == -np.inf
     # the one-branch forms each fail at one end: log(-expm1(-50)) and log1p(-exp(-1e-9)) round
-    assert float(logspace.log1mexp(jnp.asarray(-50.0, dtype))) < 0
-    grad = jax.grad(logspace.log1mexp)(jnp.asarray(-50.0, dtype))
+    assert float(at_minus_50) < 0
     np.testing.assert_allclose(grad, -np.exp(-50.0), rtol=1e-5)
 
 
 def test_logaddexp_matches_jnp_and_has_a_zero_gradient_at_two_empty_terms():
     a = jnp.array([0.0, -3.0, 700.0, -jnp.inf, 5.0])
     b = jnp.array([1.0, -jnp.inf, 699.0, -jnp.inf, 5.0])
-    np.testing.assert_allclose(logspace.logaddexp(a, b), jnp.logaddexp(a, b), rtol=1e-6)
-    ours = jax.vmap(jax.grad(logspace.logaddexp, argnums=(0, 1)))(a, b)
-    theirs = jax.vmap(jax.grad(jnp.logaddexp, argnums=(0, 1)))(a, b)
+
+    @jax.jit
+    def compute(a, b):
+        return (logspace.logaddexp(a, b), jnp.logaddexp(a, b),
+                jax.vmap(jax.grad(logspace.logaddexp, argnums=(0, 1)))(a, b),
+                jax.vmap(jax.grad(jnp.logaddexp, argnums=(0, 1)))(a, b))
+
+    value, reference, ours, theirs = compute(a, b)
+    np.testing.assert_allclose(value, reference, rtol=1e-6)
     finite = np.isfinite(np.asarray(a)) | np.isfinite(np.asarray(b))
     host_a, host_b = np.asarray(a, np.float64)[finite], np.asarray(b, np.float64)[finite]
     for g, h, exact in zip(ours, theirs, (1 / (1 + np.exp(host_b - host_a)),
