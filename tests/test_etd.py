@@ -71,15 +71,26 @@ def test_score_fn_is_traced_on_single_points():
 
 
 def test_translation_equivariance(x64):
-    shift = jnp.array([3.0, -2.0])
+    """Moving the target and the start by the same vector moves the particles by it.
+
+    Base and moved runs are one compiled program: the shift is a traced argument (zero for the
+    base run), so the comparison is between two runs of the same sampler, not two compilations.
+    A sampler that treats the origin specially (a centre in the cost, the preconditioner, the
+    proposals or the score clipping) gives another cloud; float64 round-off stays below 1e-9.
+    """
     x0 = _init(jax.random.key(0), 40, 2, jnp.float64)
-    kwargs = dict(num_proposals=6)
-    base = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), **kwargs)
-    moved_target = lambda x: std_normal(x - shift)
-    moved = jaxsample.etd(moved_target, score_fn=jax.grad(moved_target), **kwargs)
-    s0, _ = _run_positions(base, x0, jax.random.key(1), 5)
-    s1, _ = _run_positions(moved, x0 + shift[None, :], jax.random.key(1), 5)
-    np.testing.assert_allclose(s1.positions - shift[None, :], s0.positions, atol=1e-9)
+
+    @jax.jit
+    def shifted_run(shift, start):
+        target = lambda x: std_normal(x - shift)
+        alg = jaxsample.etd(target, score_fn="autodiff", num_proposals=6)
+        return _run_positions(alg, start, jax.random.key(1), 5)[0].positions
+
+    shift = jnp.array([3.0, -2.0])
+    base = shifted_run(jnp.zeros(2), x0)
+    moved = shifted_run(shift, x0 + shift[None, :])
+    assert float(jnp.max(jnp.abs(base - x0))) > 0.1  # the particles moved
+    np.testing.assert_allclose(moved - shift[None, :], base, atol=1e-9)
 
 
 @pytest.mark.slow
@@ -104,7 +115,8 @@ def test_standard_gaussian_2d_moments():
     for score in (jax.grad(std_normal), None):
         alg = jaxsample.etd(std_normal, score_fn=score)
         keys = jax.random.split(jax.random.key(7 if score else 8), systems)
-        means, variances = jax.vmap(lambda k, alg=alg: one(alg, k))(keys)
+        # one compiled program per sampler: under a bare vmap the init would run op by op
+        means, variances = jax.jit(jax.vmap(lambda k, alg=alg: one(alg, k)))(keys)
         means, variances = np.asarray(means, np.float64), np.asarray(variances, np.float64)
         mean_se = means.std(axis=0, ddof=1) / systems**0.5
         var_se = variances.std(axis=0, ddof=1) / systems**0.5
@@ -152,7 +164,7 @@ def test_no_variance_collapse_d50():
             return values[-30:].mean()
 
         keys = jax.random.split(jax.random.key(1), systems)
-        return np.asarray(jax.vmap(one)(keys), np.float64)
+        return np.asarray(jax.jit(jax.vmap(one))(keys), np.float64)  # one program per sampler
 
     paper = per_system(jaxsample.etd(std_normal, score_fn=jax.grad(std_normal),
                                      mutation_steps=0, preconditioner=None, min_weight_ess=0.0))
@@ -232,11 +244,12 @@ def test_unbalanced_barycentric_damped_run():
     coupling, update = "unbalanced", "barycentric"
     alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=5,
                         coupling=coupling, update=update, step_fraction=0.7, mutation_steps=2)
-    state, info = _run_positions(alg, _init(jax.random.key(0), 24, 2), jax.random.key(1), 5)
+    # 16 particles in 2-D, the shape of the score-free test: the eager init's programs are shared
+    state, info = _run_positions(alg, _init(jax.random.key(0), 16, 2), jax.random.key(1), 5)
     assert bool(jnp.all(jnp.isfinite(state.positions)))
     assert bool(jnp.all((info.acceptance_rate > 0) & (info.acceptance_rate <= 1)))
     assert bool(jnp.all(info.coupling_ess >= 1)) and bool(jnp.all(info.weight_ess >= 1))
-    assert bool(jnp.all(info.num_distinct == 24))
+    assert bool(jnp.all(info.num_distinct == 16))
 
 
 def test_invalid_logdensity_values_get_zero_weight():
@@ -247,8 +260,9 @@ def test_invalid_logdensity_values_get_zero_weight():
         base = std_normal(x)
         return jnp.where(x[0] > 0.5, jnp.nan, jnp.where(x[1] > 1.0, -jnp.inf, base))
 
-    alg = jaxsample.etd(logdensity, num_proposals=8)
-    x0 = jnp.abs(_init(jax.random.key(0), 30, 2, scale=0.5)) * jnp.array([[-1.0, 1.0]])
+    n, m = 16, 8  # the score-free test's shape: the eager init's programs are shared
+    alg = jaxsample.etd(logdensity, num_proposals=m)
+    x0 = jnp.abs(_init(jax.random.key(0), n, 2, scale=0.5)) * jnp.array([[-1.0, 1.0]])
     x0 = jnp.minimum(x0, 0.9)
     state, info = _run_positions(alg, x0, jax.random.key(1), 3)
     assert bool(jnp.all(info.num_invalid > 0)) and bool(jnp.all(info.nonfinite))
@@ -260,7 +274,7 @@ def test_invalid_logdensity_values_get_zero_weight():
         alg.init(x_far)  # eagerly refused; traced, the run goes on with the flag set
     state, info = jaxsample.run(jax.random.key(1), alg, jax.jit(alg.init)(x_far), 3)
     np.testing.assert_array_equal(state.positions, x_far)
-    assert bool(jnp.all(info.num_invalid == 240)) and bool(jnp.all(info.nonfinite))
+    assert bool(jnp.all(info.num_invalid == n * m)) and bool(jnp.all(info.nonfinite))
 
 
 def test_score_clip_conventions():
@@ -325,28 +339,28 @@ def test_ensemble_preconditioner_recovers_ill_conditioned_covariance_affine_inva
     rotation = jnp.array([[np.cos(0.6), -np.sin(0.6)], [np.sin(0.6), np.cos(0.6)]])
     a = rotation @ jnp.diag(jnp.array([1.0, 10**-1.5]))
     b = jnp.array([2.0, -1.0])
-    a_inv = jnp.linalg.inv(a)
-    base_target = lambda z: -0.5 * jnp.sum(z**2)
-    image_target = lambda x: base_target(a_inv @ (x - b))
 
-    def covariances(target, to_base, to_start, seed):
-        alg = jaxsample.etd(target, score_fn=jax.grad(target), preconditioner="ensemble",
+    # Base and image are one compiled program: the affine map (a, b) is a traced argument,
+    # the identity for the base run.
+    @jax.jit
+    def covariances(a, b, key):
+        a_inv = jnp.linalg.inv(a)
+        target = lambda x: -0.5 * jnp.sum((a_inv @ (x - b)) ** 2)
+        alg = jaxsample.etd(target, score_fn="autodiff", preconditioner="ensemble",
                             shrinkage=0.0, num_proposals=10)
 
         def one(key):
             k0, k1 = jax.random.split(key)
-            start = to_start(2.0 * jax.random.normal(k0, (n, 2)))
+            start = 2.0 * jax.random.normal(k0, (n, 2)) @ a.T + b[None, :]
             state, _ = jaxsample.run(k1, alg, alg.init(start), 30)
-            z = to_base(state.positions)
+            z = (state.positions - b[None, :]) @ a_inv.T
             centred = z - z.mean(axis=0, keepdims=True)
             return (centred.T @ centred / (n - 1)).reshape(-1)
 
-        return np.asarray(jax.vmap(one)(jax.random.split(jax.random.key(seed), systems)),
-                          np.float64)
+        return jax.vmap(one)(jax.random.split(key, systems))
 
-    base = covariances(base_target, lambda z: z, lambda z: z, 3)
-    image = covariances(image_target, lambda x: (x - b[None, :]) @ a_inv.T,
-                        lambda z: z @ a.T + b[None, :], 4)
+    base = np.asarray(covariances(jnp.eye(2), jnp.zeros(2), jax.random.key(3)), np.float64)
+    image = np.asarray(covariances(a, b, jax.random.key(4)), np.float64)
     identity = np.eye(2).reshape(-1)
     se = image.std(axis=0, ddof=1) / systems**0.5
     assert np.all(se <= 0.08) and np.all(se > 0), se
@@ -359,9 +373,11 @@ def test_weight_guard_is_a_fraction_of_the_particles():
     """min_weight_ess is stated per particle: the guard tempers exactly when the raw weight
     ESS is below min_weight_ess·N, and then β < 1."""
     target = lambda x: -50.0 * jnp.sum(x**2)  # sd 0.1 from an N(0, 4I) start: ESS ≈ 1
+    # both guards run one compiled program (min_weight_ess is traced); the guard acts on the
+    # weights alone, so the identity preconditioner (a smaller program) tests the same rule
     for guard in (0.0, 0.5):
         alg = jaxsample.etd(target, score_fn=jax.grad(target), num_proposals=4,
-                            mutation_steps=0, min_weight_ess=guard)
+                            mutation_steps=0, min_weight_ess=guard, preconditioner=None)
         _, info = jaxsample.run(jax.random.key(1), alg,
                                 alg.init(_init(jax.random.key(0), 20, 6)), 3)
         tempered = np.asarray(info.weight_temperature) < 1
@@ -391,7 +407,11 @@ def test_pytree_positions_equal_the_flat_path_bitwise():
     """The same numbers as an (N, 3) array, a one-leaf dict and a dict split over two leaves
     (different shapes) give bitwise the same particles, handed back in the user's structure."""
     x0 = _init(jax.random.key(0), 16, 3)
-    kwargs = dict(num_proposals=4, score_fn="autodiff")
+    # The step ravels the positions on entry and unravels them on exit; between the two it is
+    # the flat sampler, reached through the same wrapped density and score whatever the
+    # options. The smallest step (no mutation, no preconditioner) compiles fastest and still
+    # takes every pytree path: the init, the wrapped density and score, ravel and unravel.
+    kwargs = dict(num_proposals=4, score_fn="autodiff", mutation_steps=0, preconditioner=None)
 
     def run(logdensity, start):
         alg = jaxsample.etd(logdensity, **kwargs)
@@ -419,11 +439,13 @@ def test_sweep_with_inline_grad_compiles_once():
         traces.append(None)  # runs once per trace of the density
         return std_normal(x)
 
-    state = jaxsample.etd(logdensity, num_proposals=3).init(_init(jax.random.key(0), 8, 2))
+    # the smallest step (no mutation, no preconditioner): what is counted is the traces, which
+    # do not depend on the step's options
+    small = dict(num_proposals=3, mutation_steps=0, preconditioner=None)
+    state = jaxsample.etd(logdensity, **small).init(_init(jax.random.key(0), 8, 2))
     counts = []
     for eps in (0.1, 0.2, 0.3):
-        alg = jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), num_proposals=3,
-                            epsilon=eps)
+        alg = jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), epsilon=eps, **small)
         jaxsample.run(jax.random.key(1), alg, state, 2)
         counts.append(len(traces))
     # the first run traces the density at each of its call sites; the others reuse the program
