@@ -9,22 +9,32 @@ from scipy import integrate, stats
 from jaxsample.targets import GMM9, GMM9Equal, ManyWell, MoG40, TiltedDoubleWell
 
 
+def _draws_and_modes(target, key, num):
+    """Exact draws and their mode labels in one jitted call (not eager op by op)."""
+    def draw(key):
+        x = target.sample(key, num)
+        return x, target.assign_mode(x)
+    return jax.device_get(jax.jit(draw)(key))
+
+
 def test_tilted_double_well(x64):
     target = TiltedDoubleWell(barrier=1.0, tilt=0.3, temperature=0.2)
     log_z = target.log_normalizer
     density = lambda x: np.exp(-target._potential_np(x) / 0.2 - log_z)  # noqa: E731
     total, _ = integrate.quad(density, -4, 4, points=[target.saddle], limit=200)
-    np.testing.assert_allclose(jnp.exp(target.logdensity(jnp.array([0.7]))), density(0.7),
-                               rtol=1e-12)
+    logdensity = jax.jit(lambda v: target.logdensity(v))(jnp.array([0.7]))
+    np.testing.assert_allclose(np.exp(logdensity), density(0.7), rtol=1e-12)
     left, _ = integrate.quad(density, -4, target.saddle, limit=200)
     assert total == pytest.approx(1.0, abs=1e-8)
     np.testing.assert_allclose(target.mode_weights, [left, 1 - left], atol=1e-8)
+    derivatives = jax.jit(lambda z: (jax.grad(target.potential)(z),
+                                     jax.grad(jax.grad(target.potential))(z)))
     for point, curvature in zip((*target.minima, target.saddle), target.hessians, strict=True):
-        grad = jax.grad(lambda z: target.potential(z))(point)
+        grad, second = derivatives(point)
         assert abs(float(grad)) < 1e-10
-        np.testing.assert_allclose(jax.grad(jax.grad(target.potential))(point), curvature)
-    x = target.sample(jax.random.key(0), 20000)
-    counts = np.bincount(np.asarray(target.assign_mode(x)), minlength=2)
+        np.testing.assert_allclose(second, curvature)
+    x, modes = _draws_and_modes(target, jax.random.key(0), 20000)
+    counts = np.bincount(np.asarray(modes), minlength=2)
     _, p_value = stats.chisquare(counts, 20000 * np.asarray(target.mode_weights))
     assert p_value > 1e-3
     cdf = lambda z: integrate.quad(density, -4, z, limit=200)[0]  # noqa: E731
@@ -44,14 +54,15 @@ def test_many_well(x64):
     np.testing.assert_allclose(target.well_weights[1], right / one, rtol=1e-8)
     weights = np.asarray(target.mode_weights)
     assert weights.shape == (4,) and weights.sum() == pytest.approx(1.0, abs=1e-12)
-    x = target.sample(jax.random.key(1), 20000)
-    counts = np.bincount(np.asarray(target.assign_mode(x)), minlength=4)
+    x, modes = _draws_and_modes(target, jax.random.key(1), 20000)
+    counts = np.bincount(np.asarray(modes), minlength=4)
     _, p_value = stats.chisquare(counts, 20000 * weights)
     assert p_value > 1e-3
     # second coordinates are standard normal: variance 1 within its sampling error
     second = np.asarray(x)[:, 1::2]
     assert abs(second.var() - 1) < 4 * np.sqrt(2 / second.size)
-    np.testing.assert_allclose(target.score(x[0]), jax.grad(target.logdensity)(x[0]))
+    score, grad = jax.jit(lambda z: (target.score(z), jax.grad(target.logdensity)(z)))(x[0])
+    np.testing.assert_allclose(score, grad)
 
 
 def test_mixtures_mode_weights():
@@ -60,8 +71,8 @@ def test_mixtures_mode_weights():
     assert np.all(np.abs(np.asarray(mog.mixture.means)) <= 40)
     for target in (GMM9(), GMM9Equal()):
         weights = np.asarray(target.mode_weights)
-        x = target.sample(jax.random.key(2), 9000)
-        counts = np.bincount(np.asarray(target.assign_mode(x)), minlength=weights.shape[0])
+        _, modes = _draws_and_modes(target, jax.random.key(2), 9000)
+        counts = np.bincount(np.asarray(modes), minlength=weights.shape[0])
         _, p_value = stats.chisquare(counts, 9000 * weights)
         assert p_value > 1e-3
     np.testing.assert_allclose(GMM9Equal().mode_weights, 1 / 9, rtol=1e-6)
@@ -76,7 +87,7 @@ def test_gmm9_is_the_benchmark_setting():
     paper = np.array([0.1277, 0.0553, 0.2590, 0.0973, 0.0416, 0.0241, 0.1662, 0.0185, 0.2102])
     np.testing.assert_allclose(target.mode_weights, paper / paper.sum(), rtol=1e-6)
     np.testing.assert_allclose(target.mixture.means[2], [-5.0, 5.0])
-    x = np.asarray(target.sample(jax.random.key(3), 20000), np.float64)
+    x = np.asarray(jax.jit(lambda key: target.sample(key, 20000))(jax.random.key(3)), np.float64)
     centred = x - np.asarray(target.mean)
     products = centred[:, :, None] * centred[:, None, :]
     error = products.mean(0) - np.asarray(target.cov)
