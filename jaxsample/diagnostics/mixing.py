@@ -318,11 +318,12 @@ def first_passage_steps(key: jax.Array, algorithm, initial_positions, in_target_
 
 def mode_weights(assignments, *, num_modes: int) -> tuple[jax.Array, MixingInfo]:
     """Fraction of samples in each mode, from integer mode labels ``(n,)``: ``((num_modes,),
-    MixingInfo)``."""
+    MixingInfo)``, the fractions in JAX's default float (float64 with 64-bit types)."""
     assignments = check_array("assignments", assignments, ndim=1, kind="integer")
     num_modes = check_int("num_modes", num_modes, 1)
     counts = jnp.zeros((num_modes,), jnp.int32).at[assignments].add(1, mode="drop")
-    return _with_info(counts / assignments.shape[0])
+    # fractions in JAX's default float (an int32 quotient is float32 even with 64-bit types)
+    return _with_info(counts.astype(jnp.zeros(()).dtype) / assignments.shape[0])
 
 
 def exact_mode_weights(potential, temperature, grid, boundaries
