@@ -133,9 +133,13 @@ def test_four_mode_mixture_all_modes_populated():
     case, random-walk proposals only)."""
     target = GaussianMixture(jnp.array([[3.0, 3.0], [3.0, -3.0], [-3.0, 3.0], [-3.0, -3.0]]), 1.0)
     alg = jaxsample.etd(target.logdensity)
-    state, info = _run_positions(alg, _init(jax.random.key(0), 100, 2, scale=5.0),
-                                 jax.random.key(1), 60)
-    counts = jnp.bincount(target.nearest_mode(state.positions), length=4)
+
+    @jax.jit  # one program: run eagerly, the init and the counting compile op by op
+    def sample(x0):
+        state, info = _run_positions(alg, x0, jax.random.key(1), 60)
+        return state, info, jnp.bincount(target.nearest_mode(state.positions), length=4)
+
+    state, info, counts = sample(_init(jax.random.key(0), 100, 2, scale=5.0))
     assert int(counts.min()) >= 10, counts
     assert bool(jnp.all(info.solver.converged[-20:]))
     assert not bool(state.collapsed) and not bool(jnp.any(info.collapsed))
