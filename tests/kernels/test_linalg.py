@@ -10,8 +10,13 @@ from jaxsample.kernels import linalg, logspace
 
 
 def test_ledoit_wolf_is_a_shrinkage_of_the_sample_covariance(dtype):
-    x = jax.random.normal(jax.random.key(0), (40, 6), dtype) * jnp.arange(1, 7, dtype=dtype)[None]
-    cov = linalg.ledoit_wolf(x)
+    @jax.jit  # one compilation: eager op-by-op dispatch would dominate the test time
+    def compute():
+        x = (jax.random.normal(jax.random.key(0), (40, 6), dtype)
+             * jnp.arange(1, 7, dtype=dtype)[None])
+        return x, linalg.ledoit_wolf(x), linalg.ledoit_wolf(x, 0.0)
+
+    x, cov, unshrunk = compute()
     assert cov.dtype == dtype
     # the estimate is a convex combination of S and mu*I with lambda in [0, 1]
     xc = np.asarray(x, np.float64) - np.asarray(x, np.float64).mean(0)
@@ -22,16 +27,18 @@ def test_ledoit_wolf_is_a_shrinkage_of_the_sample_covariance(dtype):
     assert 0 <= lam <= 1
     np.testing.assert_allclose(cov, lam * mu * np.eye(6) + (1 - lam) * s,
                                rtol=1e-4 if dtype == jnp.float32 else 1e-10, atol=1e-5)
-    np.testing.assert_allclose(linalg.ledoit_wolf(x, 0.0), s, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(unshrunk, s, rtol=1e-4, atol=1e-5)
 
 
 def test_safe_cholesky_exact_and_fallback(dtype):
-    a = jnp.asarray([[4.0, 2.0], [2.0, 3.0]], dtype)
-    factor, fell_back = linalg.safe_cholesky(a)
+    a = np.asarray([[4.0, 2.0], [2.0, 3.0]])
+    indefinite = np.asarray([[1.0, 2.0], [2.0, 1.0]])
+    both = jax.jit(lambda a, b: (linalg.safe_cholesky(a), linalg.safe_cholesky(b)))(
+        jnp.asarray(a, dtype), jnp.asarray(indefinite, dtype))
+    (factor, fell_back), (bad_factor, bad_fell_back) = jax.device_get(both)
     assert not bool(fell_back)
     np.testing.assert_allclose(factor @ factor.T, a, rtol=1e-5)
-    factor, fell_back = linalg.safe_cholesky(jnp.asarray([[1.0, 2.0], [2.0, 1.0]], dtype))
-    assert bool(fell_back) and bool(jnp.all(jnp.isfinite(factor)))
+    assert bool(bad_fell_back) and np.all(np.isfinite(bad_factor))
 
 
 @pytest.mark.parametrize("lower", [True, False])
@@ -59,13 +66,18 @@ def test_clip_by_norm():
 
 
 def test_effective_rank_scale_free_and_collapse():
-    x = jax.random.normal(jax.random.key(1), (300, 5))
-    r = linalg.effective_rank(x)
+    @jax.jit  # one compilation: eager op-by-op dispatch would dominate the test time
+    def compute():
+        x = jax.random.normal(jax.random.key(1), (300, 5))
+        line = jnp.outer(jnp.linspace(-1, 1, 50), jnp.ones(5))
+        return (linalg.effective_rank(x), linalg.effective_rank(1e-6 * x),
+                linalg.effective_rank(line), linalg.effective_rank(jnp.ones((10, 5))))
+
+    r, r_scaled, r_line, r_constant = compute()
     assert 4.5 < float(r) <= 5.0
-    np.testing.assert_allclose(linalg.effective_rank(1e-6 * x), r, rtol=1e-3)
-    line = jnp.outer(jnp.linspace(-1, 1, 50), jnp.ones(5))
-    np.testing.assert_allclose(linalg.effective_rank(line), 1.0, rtol=1e-4)
-    assert float(linalg.effective_rank(jnp.ones((10, 5)))) == 0.0
+    np.testing.assert_allclose(r_scaled, r, rtol=1e-3)
+    np.testing.assert_allclose(r_line, 1.0, rtol=1e-4)
+    assert float(r_constant) == 0.0
 
 
 @pytest.mark.parametrize("min_ess", [1.5, 10.0, 50.0])
