@@ -42,11 +42,15 @@ def test_laws_are_consistent():
     h = 1e-4  # central difference of the cdf: error ~h²·f'''/6
 
     def check(law, x, log_sf):
-        cdf, sf = jnp.exp(law.logcdf(x)), jnp.exp(law.logsf(x))
-        density = (jnp.exp(law.logcdf(x + h)) - jnp.exp(law.logcdf(x - h))) / (2 * h)
+        # each function evaluated once on all its points: a third of the program to compile
+        n, m = x.shape[0], log_sf.shape[0]
+        log_cdf = law.logcdf(jnp.concatenate([x, x + h, x - h]))
         lo, hi = law.bracket(log_sf)
-        return (cdf + sf, density - jnp.exp(law.logpdf(x)), law.logsf(lo), law.logsf(hi),
-                law.logsf(x))
+        sf_all = law.logsf(jnp.concatenate([x, lo, hi]))
+        sf, sf_lo, sf_hi = sf_all[:n], sf_all[n:n + m], sf_all[n + m:]
+        density = (jnp.exp(log_cdf[n:2 * n]) - jnp.exp(log_cdf[2 * n:])) / (2 * h)
+        return (jnp.exp(log_cdf[:n]) + jnp.exp(sf), density - jnp.exp(law.logpdf(x)), sf_lo,
+                sf_hi, sf)
 
     with jax.enable_x64(True):
         x = np.linspace(0.05, 4.0, 9)
