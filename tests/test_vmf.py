@@ -101,13 +101,21 @@ def test_schedules_and_corrector_rules():
     linear = vmf.VMFPath(8)
     quadratic = vmf.VMFPath(8, 50.0, "quadratic")
     vanishing = vmf.VMFPath(8, 50.0, corrector="vanishing")
-    np.testing.assert_allclose(linear.kappa(t), 50 * t, rtol=1e-6)
-    np.testing.assert_allclose(linear.kappa_rate(t), 50.0)
-    assert float(quadratic.kappa_rate(t[0])) == 0.0
+
+    @jax.jit  # one compilation: eager op-by-op dispatch would dominate the test time
+    def schedules(t):
+        return (linear.kappa(t), linear.kappa_rate(t), quadratic.kappa_rate(t),
+                vanishing.corrector_scale(t), linear.corrector_scale(t))
+
+    kappa, rate, quadratic_rate, vanishing_scale, linear_scale = jax.device_get(schedules(t))
+    t = np.asarray(t)
+    np.testing.assert_allclose(kappa, 50 * t, rtol=1e-6)
+    np.testing.assert_allclose(rate, 50.0)
+    assert float(quadratic_rate[0]) == 0.0
     # Euler increments κ′(t_k) h of eight steps: all 50 for linear, 43.75 for t²
-    assert float(jnp.sum(quadratic.kappa_rate(t[:-1])) / 8) == pytest.approx(43.75)
-    np.testing.assert_allclose(vanishing.corrector_scale(t), (1 - t) ** 2, atol=1e-7)
-    np.testing.assert_allclose(linear.corrector_scale(t), 1 / (50 * t + 7), rtol=1e-6)
+    assert float(np.sum(quadratic_rate[:-1]) / 8) == pytest.approx(43.75)
+    np.testing.assert_allclose(vanishing_scale, (1 - t) ** 2, atol=1e-7)
+    np.testing.assert_allclose(linear_scale, 1 / (50 * t + 7), rtol=1e-6)
     assert (vanishing.default_corrector_step_size, linear.default_corrector_step_size) == (
         0.01, 1.0)
     # the sampler takes the rule's own c when given none (one compilation: c is traced)
