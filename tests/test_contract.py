@@ -4,13 +4,19 @@ Every entry also runs with a legacy ``jax.random.PRNGKey`` (the eager calls): it
 the new-style key with the same bits gives.
 
 Adding a method: write ``tests/contract/<family>_<module>.py`` with ``ENTRIES`` (the files are
-discovered). ``test_registry_covers_every_method_module`` fails until every method module of
-every family has an entry.
+discovered), each entry naming in ``covers`` the public functions its ``build``/``hyper`` call.
+``test_registry_covers_every_public_function`` walks every family's ``__all__`` and fails until
+every public function that samples, fits or estimates is covered by an entry (and every method
+module has one).
 """
 
+import dataclasses
+import functools
 import importlib
+import inspect
 import pathlib
 import pkgutil
+import types
 
 import chex
 import jax
@@ -57,9 +63,114 @@ def _tolerance(entry, dtype):
     return entry.rtol if dtype == "float32" else entry.rtol**2
 
 
-def test_registry_covers_every_method_module():
-    """Every public method module of every family has at least one registry entry."""
-    covered = {e.module for e in REGISTRY}
+_PUBLIC_ROOTS = (*_FAMILIES, "diagnostics")
+
+# Public functions that neither sample, fit nor estimate on device, each with why. Every other
+# public function returns ``(value, Info)`` or a ``SamplingAlgorithm`` (tests/test_signatures.py
+# holds them to that) and has an entry.
+_NOT_ESTIMATORS: dict[str, str] = {
+    "diagnostics.diagnose": "a host-side report over a finished run's trace: it returns text "
+                            "and NumPy statistics (DiagnosisInfo), documented not jittable; the "
+                            "estimators it reads, rhat and ess, have entries; "
+                            "tests/test_etd_verdict.py holds its verdicts",
+}
+
+
+def _public_functions():
+    """``{name: function}`` for every function in the ``__all__`` of a family (and of
+    ``diagnostics``), recursing into the library submodules listed there; each function once,
+    under the first public name met (``"risk.budget_at"``, ``"diagnostics.mixing.mfpt"``).
+    Classes (values, Infos, ask/tell models) and constants are not functions; their methods are
+    out of scope."""
+    found, seen = {}, set()
+
+    def walk(module, prefix):
+        names = list(getattr(module, "__all__", ()))
+        # names before submodules: a function re-exported by the family keeps its short name
+        for name in sorted(names, key=lambda n: isinstance(getattr(module, n), types.ModuleType)):
+            obj = getattr(module, name)
+            if isinstance(obj, types.ModuleType):
+                if obj.__name__.startswith("jaxsample.") and obj.__name__ not in seen:
+                    seen.add(obj.__name__)
+                    walk(obj, f"{prefix}.{name}")
+            elif inspect.isfunction(obj) and id(obj) not in seen:
+                seen.add(id(obj))
+                found[f"{prefix}.{name}"] = obj
+
+    for family in _PUBLIC_ROOTS:
+        module = importlib.import_module(f"jaxsample.{family}")
+        seen.add(module.__name__)
+        walk(module, family)
+    return found
+
+
+def _resolve(name):
+    """The object a family-qualified name (``"risk.budget_at"``) designates."""
+    return functools.reduce(getattr, name.split("."), importlib.import_module("jaxsample"))
+
+
+def _called_names(*fns):
+    """Names the functions mention (globals, attributes, the names of functions in their
+    closures), following the registry file's own helpers: what ``build``/``hyper`` can call.
+    Library functions are not entered (a function that calls another does not cover it)."""
+    names, todo, seen = set(), [f for f in fns if f is not None], set()
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            todo += [obj.func, *obj.args, *obj.keywords.values()]
+            continue
+        if not inspect.isfunction(obj):
+            continue
+        names.add(obj.__name__)
+        if not obj.__module__.startswith("contract"):
+            continue
+        codes, mentioned = [obj.__code__], set()
+        while codes:
+            code = codes.pop()
+            mentioned.update(code.co_names)
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        names |= mentioned
+        todo += [obj.__globals__[n] for n in mentioned if n in obj.__globals__]
+        for cell in obj.__closure__ or ():
+            try:
+                todo.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+    return names
+
+
+def _coverage_problems(registry, public):
+    """``(uncovered public names, problems with the entries' covers)``. An entry may also name
+    a public class it drives (an ask/tell model); only functions are required to be covered."""
+    covered, problems = set(), []
+    for entry in registry:
+        if not entry.covers:
+            problems.append(f"{entry.name}: covers is empty")
+        called = _called_names(entry.build, entry.hyper)
+        for name in entry.covers:
+            try:
+                fn = _resolve(name)
+            except AttributeError:
+                problems.append(f"{entry.name}: {name} is not a name of jaxsample")
+                continue
+            parent, _, last = name.rpartition(".")
+            if last not in getattr(_resolve(parent), "__all__", ()):
+                problems.append(f"{entry.name}: {name} is not public (not in {parent}.__all__)")
+            elif fn.__name__ not in called:
+                problems.append(f"{entry.name}: covers {name}, which its build/hyper never call")
+            covered.add(id(fn))
+    uncovered = [name for name, fn in public.items()
+                 if id(fn) not in covered and name not in _NOT_ESTIMATORS]
+    problems += [f"{name} is excluded as a non-estimator but is not a public function"
+                 for name in _NOT_ESTIMATORS if name not in public]
+    return uncovered, problems
+
+
+def _uncovered_modules(registry):
+    covered = {e.module for e in registry}
     missing = []
     for family in _FAMILIES:
         for path in sorted((_ROOT / family).glob("*.py")):
@@ -68,7 +179,32 @@ def test_registry_covers_every_method_module():
             module = f"jaxsample.{family}.{path.stem}"
             if module not in covered:
                 missing.append(module)
+    return missing
+
+
+def test_registry_covers_every_public_function():
+    """Every public function that samples, fits or estimates (every family's ``__all__`` and
+    diagnostics') is in some entry's ``covers``, each covered name is public and called by that
+    entry's build/hyper, and every method module has an entry."""
+    uncovered, problems = _coverage_problems(REGISTRY, _public_functions())
+    assert not problems, problems
+    assert not uncovered, f"public functions without a contract entry: {uncovered}"
+    missing = _uncovered_modules(REGISTRY)
     assert not missing, f"method modules without a contract entry: {missing}"
+
+
+def test_coverage_check_fails_on_a_gap():
+    """The check above can fail: dropping an entry, or a covered name its build never calls,
+    is reported."""
+    public = _public_functions()
+    entry = next(e for e in REGISTRY if e.name == "risk.saber")
+    uncovered, _ = _coverage_problems([e for e in REGISTRY if e is not entry], public)
+    assert "risk.fit_beta_binomial" in uncovered
+    lying = dataclasses.replace(entry, covers=(*entry.covers, "risk.tail_regime"))
+    _, problems = _coverage_problems([lying], public)
+    assert any("risk.tail_regime" in p and "never call" in p for p in problems), problems
+    _, problems = _coverage_problems([dataclasses.replace(entry, covers=("risk.nope",))], public)
+    assert any("risk.nope" in p for p in problems), problems
 
 
 def _legacy(key):
@@ -76,55 +212,70 @@ def _legacy(key):
     return jax.random.key_data(key)
 
 
+def _infos(info):
+    """The Info objects of an entry's output: one, or a tuple/list of them (an entry that runs
+    several closed forms returns each one's Info)."""
+    return tuple(info) if type(info) in (tuple, list) else (info,)
+
+
 @pytest.mark.parametrize(("entry", "dtype"), _dtype_cases())
 def test_dtype_preserved_and_info_flags(entry, dtype):
     with _with_dtype(dtype):
-        # the first dtype runs with a legacy PRNGKey: the eager compilation the jit and vmap
-        # tests below reuse, so the legacy case costs no extra compilation
+        # the first dtype runs with a legacy PRNGKey: the eager compilation the jit/vmap test
+        # below reuses, so the legacy case costs no extra compilation
         key = _legacy(KEY) if dtype == entry.dtypes[0] else KEY
         out = entry.build(jnp.dtype(dtype))(key)
-        floats = [leaf for leaf in jax.tree.leaves(out)
-                  if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)]
+        # (a str leaf is a host-side verdict of an untraceable entry, e.g. tail_regime's)
+        floats = [leaf for leaf in jax.tree.leaves(out) if not isinstance(leaf, str)
+                  and jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)]
         assert floats, "the output holds no floating array"
         assert all(leaf.dtype == jnp.dtype(dtype) for leaf in floats), {
             str(leaf.dtype) for leaf in floats}
-        info = entry.info(out)
-        assert hasattr(info, "nonfinite"), f"{type(info).__name__} has no nonfinite flag"
-        assert not bool(jnp.any(info.nonfinite)), "nonfinite set on a well-posed configuration"
-        for leaf in jax.tree.leaves(info):
-            assert isinstance(leaf, jax.Array), f"Info leaf {leaf!r} is not an array"
+        for info in _infos(entry.info(out)):
+            name = type(info).__name__
+            assert hasattr(info, "nonfinite"), f"{name} has no nonfinite flag"
+            assert not bool(jnp.any(info.nonfinite)), f"{name}.nonfinite set on a well-posed case"
+            for leaf in jax.tree.leaves(info):
+                assert isinstance(leaf, jax.Array), f"{name} leaf {leaf!r} is not an array"
 
 
-@pytest.mark.parametrize("entry", REGISTRY, ids=_ids(REGISTRY))
-def test_jit_equals_eager_and_compiles_once(entry):
+_TRACEABLE = [e for e in REGISTRY if e.traceable]
+
+
+@pytest.mark.parametrize("entry", _TRACEABLE, ids=_ids(_TRACEABLE))
+def test_jit_vmap_over_keys_equals_eager_and_compiles_once(entry):
+    """``jit(vmap(fn))`` over new-style keys equals eager calls with the legacy PRNGKeys of the
+    same bits, and new keys do not retrace.
+
+    One compiled program checks jit == eager, vmap == loop and the single trace together (a
+    separate ``jit(fn)`` would compile the whole program once more per entry): what breaks under
+    ``jit`` alone (Python control flow on traced values, a concrete-value check, a host callback)
+    breaks under ``jit(vmap)`` too.
+    """
     dtype = entry.dtypes[0]
     with _with_dtype(dtype):
         fn = entry.build(jnp.dtype(dtype))
         # chex keys its counter by the call stack and the lambda's source line, which entries
         # share (`lambda key: _run(key, dtype)`): start from zero for this entry
         chex.clear_trace_counter()
-        jitted = jax.jit(chex.assert_max_traces(fn, n=1))
-        key_a, key_b = jax.random.split(KEY)
-        # a legacy PRNGKey eagerly, the new-style key under jit: one stream, one result
-        _assert_close(jitted(key_a), fn(_legacy(key_a)), _tolerance(entry, dtype),
-                      entry.exact_ints, "jit (new-style key) != eager (legacy PRNGKey)")
-        jitted(key_b)  # a second key must not retrace
-
-
-@pytest.mark.parametrize("entry", REGISTRY, ids=_ids(REGISTRY))
-def test_vmap_over_keys_equals_loop(entry):
-    dtype = entry.dtypes[0]
-    with _with_dtype(dtype):
-        fn = entry.build(jnp.dtype(dtype))
-        keys = jax.random.split(KEY, 2)
-        batched = jax.vmap(fn)(keys)
+        batched = jax.jit(jax.vmap(chex.assert_max_traces(fn, n=1)))
+        keys = jax.random.split(KEY, 4)
+        out = batched(keys[:2])
         for i in range(2):
-            single = jax.tree.map(lambda leaf, i=i: leaf[i], batched)
-            _assert_close(single, fn(_legacy(keys[i])), _tolerance(entry, dtype),
-                          entry.exact_ints, f"vmap[{i}] != call (legacy PRNGKey)")
+            _assert_close(jax.tree.map(lambda leaf, i=i: leaf[i], out), fn(_legacy(keys[i])),
+                          _tolerance(entry, dtype), entry.exact_ints,
+                          f"jit(vmap)[{i}] (new-style keys) != eager call (legacy PRNGKey)")
+        batched(keys[2:])  # new keys must not retrace
 
 
-_HYPER = [e for e in REGISTRY if e.hyper is not None]
+def test_untraceable_entries_say_why():
+    """An entry that skips the jit/vmap checks documents a host-side result and has no hyper."""
+    for entry in REGISTRY:
+        if not entry.traceable:
+            assert entry.hyper is None and "not jittable" in entry.note, entry.name
+
+
+_HYPER = [e for e in REGISTRY if e.hyper is not None and e.traceable]
 
 
 @pytest.mark.parametrize("entry", _HYPER, ids=_ids(_HYPER))

@@ -6,7 +6,9 @@ tests there then check, for every entry: float32 and float64 preserved; ``jit`` 
 compiles once (``chex.assert_max_traces``); ``vmap`` over keys equals per-key calls; the float
 hyper-parameter is traced (``vmap`` over it works, for iterative samplers two values share one
 compilation of ``jaxsample.run``); every Info has a ``nonfinite`` flag, False on the well-posed
-configuration; bad input raises the declared error naming the argument.
+configuration; bad input raises the declared error naming the argument. Each entry names in
+``covers`` the public functions its ``build``/``hyper`` call; every public function that samples,
+fits or estimates must be covered by some entry.
 
 A minimal entry::
 
@@ -20,13 +22,15 @@ A minimal entry::
 
     ENTRIES = [Entry(
         name="family.mymethod", module="jaxsample.family.mymethod", build=_sample,
-        hyper=_hyper, hyper_values=(0.5, 1.0),
+        covers=("family.sample",), hyper=_hyper, hyper_values=(0.5, 1.0),
         bad_inputs=(BadInput(lambda: mymethod.sample(KEY, np.ones(3), num_samples=0),
                              ValueError, "num_samples"),),
     )]
 
-Keep configurations tiny: the registry runs about six compilations per entry, and the whole
-suite must stay within its time budget.
+Keep configurations tiny: the registry runs about five compilations per entry, and the whole
+suite must stay within its time budget. Cheap closed forms of one family share one entry whose
+``fn(key)`` returns a tuple of their outputs (its ``info`` then returns a tuple of Infos).
+Deterministic estimators take the key and ignore it.
 """
 
 from __future__ import annotations
@@ -60,11 +64,14 @@ class Entry:
     Attributes:
         name: registry id shown in test names (``"particles.etd/balanced"``).
         module: the method module it covers (``"jaxsample.particles.etd"``).
+        covers: the public functions ``build``/``hyper`` call, family-qualified as they are
+            reached from ``jaxsample`` (``"risk.budget_at"``, ``"diagnostics.mixing.mfpt"``).
         build: ``build(dtype) -> fn`` with ``fn(key) -> output``, a pytree of arrays; inputs are
             created inside ``build`` at ``dtype``. For iterative samplers ``fn`` builds the
             algorithm, calls ``init`` and ``jaxsample.run`` for a few steps, and returns
             ``(state, trace)``.
-        info: picks the Info NamedTuple (or a trace of them) out of ``fn``'s output.
+        info: picks the Info NamedTuple (or a trace of them, or a tuple of several Infos) out
+            of ``fn``'s output.
         hyper: ``hyper(dtype) -> fn_h`` with ``fn_h(key, h) -> output`` where ``h`` is a float
             hyper-parameter passed as a traced value; ``None`` when the method has none that can
             be traced (say why in ``note``).
@@ -76,12 +83,16 @@ class Entry:
         rtol: relative tolerance of jit-vs-eager and vmap-vs-loop comparisons (float32; float64
             comparisons use ``rtol**2``).
         exact_ints: integer outputs (indices, tokens) must match exactly between jit and eager.
+        traceable: ``False`` for a function documented as not jittable (it decides on the host
+            and returns a Python value): only the dtype/Info and bad-input checks run; ``note``
+            says "not jittable" and why.
         note: anything a reader of the registry should know (e.g. why ``hyper`` is None).
     """
 
     name: str
     module: str
     build: Callable[[Any], Callable[[jax.Array], Any]]
+    covers: tuple[str, ...] = ()
     info: Callable[[Any], Any] = _second
     hyper: Callable[[Any], Callable[[jax.Array, Any], Any]] | None = None
     hyper_values: tuple[float, float] = (0.5, 1.0)
@@ -90,4 +101,5 @@ class Entry:
     dtypes: tuple[str, ...] = ("float32", "float64")
     rtol: float = 1e-4
     exact_ints: bool = True
+    traceable: bool = True
     note: str = ""

@@ -1,4 +1,5 @@
-"""Contract entry: alien-space tilted sampling (``jaxsample.choice.alien``)."""
+"""Contract entries: alien-space tilted sampling (``jaxsample.choice.alien``), and its two
+closed-form summaries (effective vocabulary, reciprocal rank fusion) in one program."""
 
 import functools
 
@@ -47,11 +48,38 @@ def _exact(infinite=False, atoms=9, **kwargs):
                                 **kwargs)
 
 
+# 5 draws of 3 atoms out of 9; two rankings of 6 items
+_SETS = np.array([[0, 1, 2], [0, 3, 4], [1, 3, 5], [0, 1, 6], [2, 7, 8]])
+_RANKINGS = (np.array([3.0, 2.0, 1.0, 0.5, 4.0, 0.0]), np.array([1.0, 3.0, 2.0, 0.0, 5.0, 0.5]))
+
+
+def _summaries(dtype, k):
+    return (choice.effective_vocabulary(_SETS, num_atoms=9, dtype=dtype),
+            choice.reciprocal_rank_fusion(*(jnp.asarray(r, dtype) for r in _RANKINGS), k=k))
+
+
+def _summaries_build(dtype):
+    def fn(key):
+        del key  # closed forms: deterministic
+        return _summaries(dtype, 60.0)
+
+    return fn
+
+
+def _summaries_hyper(dtype):
+    def fn(key, k):
+        del key
+        return _summaries(dtype, k)
+
+    return fn
+
+
 ENTRIES = [
     Entry(
         name="choice.alien",
         module="jaxsample.choice.alien",
         build=_sample,
+        covers=("choice.tilted_sample",),
         hyper=_hyper,
         hyper_values=(0.0, 1.0),
         rtol=1e-4,
@@ -73,5 +101,22 @@ ENTRIES = [
              "and draw count of tests/test_alien.py, so compilations are shared); the "
              "traced hyper-parameter is b (0 is coherence sampling). The SIR path's vmap over "
              "keys runs in tests/test_alien.py",
+    ),
+    Entry(
+        name="choice.alien/summaries",
+        module="jaxsample.choice.alien",
+        build=_summaries_build,
+        covers=("choice.effective_vocabulary", "choice.reciprocal_rank_fusion"),
+        info=lambda outputs: tuple(info for _, info in outputs),
+        hyper=_summaries_hyper,
+        hyper_values=(1.0, 60.0),
+        bad_inputs=(
+            BadInput(lambda: choice.reciprocal_rank_fusion(*_RANKINGS, k=-1.0), ValueError, "k"),
+            BadInput(lambda: choice.reciprocal_rank_fusion(), ValueError, "rankings"),
+            BadInput(lambda: choice.effective_vocabulary(_SETS * 1.0), TypeError, "samples"),
+        ),
+        note="effective_vocabulary (5 sets of 3 of 9 atoms) and reciprocal_rank_fusion (two "
+             "rankings of 6): one program, a tuple of (value, Info); RRF's rank offset k is "
+             "traced",
     ),
 ]

@@ -1,4 +1,8 @@
-"""Contract entry: value-priority attribution (``jaxsample.choice.pluralism``)."""
+"""Contract entries: value-priority attribution (``jaxsample.choice.pluralism``).
+
+The Laplace fit, its bootstrap, the choice sampler, and the closed forms (choice law, decision
+entropy, pluralism gap, panel percentile) together in one program.
+"""
 
 import jax.numpy as jnp
 import numpy as np
@@ -59,11 +63,44 @@ def _sample_hyper(dtype):
                                                    num_samples=8)
 
 
+# 4 samples of a model and 5 panel members deciding the 12 dilemmas
+_MODEL = np.array([_CHOICES, _CHOICES, 1 - _CHOICES, _CHOICES])
+_PANEL = np.array([_CHOICES, 1 - _CHOICES, _CHOICES, np.roll(_CHOICES, 1), np.roll(_CHOICES, 3)])
+_PANEL_PRIORITIES = np.array([[1.0, 0.0, 0.5], [0.2, 1.0, -0.3], [-0.5, 0.4, 1.0],
+                              [0.3, 0.3, 0.3], [1.5, -1.0, 0.0]])
+
+
+def _closed_forms(dtype, scale):
+    features = jnp.asarray(_FEATURES, dtype)
+    priorities = scale * jnp.asarray([1.0, -0.5, 2.0], dtype)
+    return (choice.choice_probabilities(priorities, features),
+            choice.decision_entropy(_MODEL, dtype=dtype),
+            choice.pluralism_gap(_MODEL, _PANEL, dtype=dtype),
+            choice.panel_percentile(priorities, jnp.asarray(_PANEL_PRIORITIES, dtype)))
+
+
+def _closed_forms_build(dtype):
+    def fn(key):
+        del key  # closed forms: deterministic
+        return _closed_forms(dtype, jnp.asarray(1.0, dtype))
+
+    return fn
+
+
+def _closed_forms_hyper(dtype):
+    def fn(key, scale):
+        del key
+        return _closed_forms(dtype, scale)
+
+    return fn
+
+
 ENTRIES = [
     Entry(
         name="choice.pluralism",
         module="jaxsample.choice.pluralism",
         build=_fit,
+        covers=("choice.fit_value_priorities",),
         hyper=_hyper,
         hyper_values=(0.5, 2.0),
         exact_ints=False,
@@ -94,6 +131,7 @@ ENTRIES = [
         name="choice.pluralism/bootstrap",
         module="jaxsample.choice.pluralism",
         build=_bootstrap,
+        covers=("choice.bootstrap_value_priorities",),
         hyper=_bootstrap_hyper,
         hyper_values=(0.5, 2.0),
         exact_ints=False,
@@ -114,6 +152,7 @@ ENTRIES = [
         name="choice.pluralism/sample_choices",
         module="jaxsample.choice.pluralism",
         build=_sample,
+        covers=("choice.sample_choices",),
         hyper=_sample_hyper,
         hyper_values=(0.5, 3.0),
         bad_inputs=(
@@ -127,5 +166,27 @@ ENTRIES = [
         note="sample_choices(key, priorities, option_features, *, num_samples) -> (choices, "
              "ChoiceLawInfo): 8 draws on each of the 12 dilemmas, keyed (with the legacy-key "
              "case); the decisiveness scale of the priorities is traced",
+    ),
+    Entry(
+        name="choice.pluralism/closed_forms",
+        module="jaxsample.choice.pluralism",
+        build=_closed_forms_build,
+        covers=("choice.choice_probabilities", "choice.decision_entropy", "choice.pluralism_gap",
+                "choice.panel_percentile"),
+        info=lambda outputs: tuple(info for _, info in outputs),
+        hyper=_closed_forms_hyper,
+        hyper_values=(0.5, 2.0),
+        bad_inputs=(
+            BadInput(lambda: choice.choice_probabilities(np.ones(2), _FEATURES * 1.0),
+                     ValueError, "priorities"),
+            BadInput(lambda: choice.decision_entropy(_MODEL + 2), ValueError, "choice_samples"),
+            BadInput(lambda: choice.pluralism_gap(_MODEL, _PANEL[:, :5]), ValueError,
+                     "panel_choices"),
+            BadInput(lambda: choice.panel_percentile(np.ones(3), np.ones(3)), ValueError,
+                     "panel_priorities"),
+        ),
+        note="choice_probabilities, decision_entropy, pluralism_gap and panel_percentile on the "
+             "12 dilemmas (4 model samples, a panel of 5): one program, a tuple of (value, "
+             "Info); the decisiveness scale of the priorities is traced",
     ),
 ]

@@ -34,6 +34,7 @@ ENTRIES = [
         name="decision.bo",
         module="jaxsample.decision.bo",
         build=_fn,
+        covers=("decision.SphericalLinearBO",),
         hyper=_hyper,
         hyper_values=(0.1, 0.3),
         bad_inputs=(

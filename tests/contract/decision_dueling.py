@@ -29,6 +29,7 @@ ENTRIES = [
         name="decision.dueling",
         module="jaxsample.decision.dueling",
         build=_identify,
+        covers=("decision.identify_condorcet",),
         hyper=_identify_delta,
         hyper_values=(0.05, 0.2),
         bad_inputs=(

@@ -1,4 +1,5 @@
-"""Contract entry: PSRL and π0-PSRL on tabular MDPs (``jaxsample.decision.psrl``)."""
+"""Contract entries: PSRL and π0-PSRL on tabular MDPs (``jaxsample.decision.psrl``), and the
+UCBVI baseline on the same MDP."""
 
 import numpy as np
 
@@ -22,6 +23,16 @@ def _run_threshold(dtype):
                                             disagreement="value_gap", gap_threshold=h)
 
 
+def _ucbvi(dtype):
+    mdp = _mdp(dtype)
+    return lambda key: decision.run_ucbvi(key, mdp, num_episodes=6)
+
+
+def _ucbvi_bonus(dtype):
+    mdp = _mdp(dtype)
+    return lambda key, h: decision.run_ucbvi(key, mdp, num_episodes=6, bonus_scale=h)
+
+
 _P = np.full((2, 2, 2, 2), 0.5)
 _R = np.full((2, 2, 2), 0.5)
 
@@ -30,6 +41,7 @@ ENTRIES = [
         name="decision.psrl",
         module="jaxsample.decision.psrl",
         build=_run,
+        covers=("decision.run_psrl",),
         hyper=_run_threshold,
         hyper_values=(1e-6, 0.05),
         bad_inputs=(
@@ -51,5 +63,23 @@ ENTRIES = [
              "reference_policy) -> (counts, PSRLInfo) with exact per-episode regret; "
              "gap_threshold (the value-gap test's ε) is traced; UCBVI (baselines) shares "
              "PSRLInfo and is exercised in tests/test_psrl.py",
+    ),
+    Entry(
+        name="decision.psrl/ucbvi",
+        module="jaxsample.decision.psrl",
+        build=_ucbvi,
+        covers=("decision.run_ucbvi",),
+        hyper=_ucbvi_bonus,
+        hyper_values=(0.5, 1.0),
+        bad_inputs=(
+            BadInput(lambda: decision.run_ucbvi(KEY, decision.TabularMDP(_P, _R),
+                                                num_episodes=0), ValueError, "num_episodes"),
+            BadInput(lambda: decision.run_ucbvi(None, decision.TabularMDP(_P, _R),
+                                                num_episodes=2), TypeError, "key"),
+            BadInput(lambda: decision.run_ucbvi(KEY, decision.TabularMDP(_P, _R), num_episodes=2,
+                                                bonus_scale=-1.0), ValueError, "bonus_scale"),
+        ),
+        note="run_ucbvi(key, mdp, *, num_episodes) -> (counts, PSRLInfo), 6 episodes on the "
+             "PSRL entry's 3-state RiverSwim; the bonus scale is traced",
     ),
 ]

@@ -23,6 +23,7 @@ ENTRIES = [
         name="diagnostics.chains/rhat",
         module="jaxsample.diagnostics.chains",
         build=_build(diagnostics.rhat),
+        covers=("diagnostics.rhat",),
         bad_inputs=(
             BadInput(lambda: diagnostics.rhat(jnp.zeros(10)), ValueError, "chains must have"),
         ),
@@ -32,6 +33,7 @@ ENTRIES = [
         name="diagnostics.chains/ess",
         module="jaxsample.diagnostics.chains",
         build=_build(diagnostics.ess),
+        covers=("diagnostics.ess",),
         bad_inputs=(
             BadInput(lambda: diagnostics.ess(jnp.zeros((2, 3))), ValueError, "at least 4 draws"),
         ),

@@ -54,6 +54,7 @@ ENTRIES = [
         name="diagnostics.distances/mmd",
         module="jaxsample.diagnostics.distances",
         build=_mmd,
+        covers=("diagnostics.mmd",),
         hyper=_mmd_hyper,
         hyper_values=(0.7, 1.3),
         bad_inputs=(
@@ -66,6 +67,7 @@ ENTRIES = [
         name="diagnostics.distances/energy_distance",
         module="jaxsample.diagnostics.distances",
         build=_energy,
+        covers=("diagnostics.energy_distance",),
         bad_inputs=(
             BadInput(lambda: diagnostics.energy_distance(jnp.zeros(3), _Y), ValueError,
                      "x must have 2"),
@@ -78,6 +80,7 @@ ENTRIES = [
         name="diagnostics.distances/sliced_wasserstein",
         module="jaxsample.diagnostics.distances",
         build=_sliced,
+        covers=("diagnostics.sliced_wasserstein",),
         bad_inputs=(
             BadInput(lambda: diagnostics.sliced_wasserstein(KEY, _X, _X, num_projections=0),
                      ValueError, "num_projections"),
@@ -89,6 +92,7 @@ ENTRIES = [
         name="diagnostics.distances/damv",
         module="jaxsample.diagnostics.distances",
         build=_damv,
+        covers=("diagnostics.damv",),
         hyper=_damv_hyper,
         hyper_values=(0.5, 2.0),
         bad_inputs=(

@@ -2,8 +2,11 @@
 
 Tiny configuration: a 2-component mixture in d = 2 with its exact ε-predictor and Bayes time
 predictor, classifier guidance plus TAG, 3 steps, 4 samples; the traced hyper-parameter is ω.
+The time predictor's training and its KL to the exact time posterior run 2 steps on a width-4
+network (the code path, not the fit).
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -65,6 +68,26 @@ def _hyper(dtype):
                                           guidance=_terms(prior, h))
 
 
+def _time_predictor(dtype, learning_rate):
+    mixture = GaussianMixture(jnp.array([[1.0, 0.0], [-1.0, 0.0]], dtype),
+                              jnp.array([0.1, 0.2], dtype) ** 0.5)
+    schedule, times = guidance.VPSchedule("cosine"), time_grid(NUM_STEPS).astype(dtype)
+    predictor = guidance.TimePredictor(jax.random.key(2), 2, times.shape[0], width=4, depth=1,
+                                       dtype=dtype)
+    data = jax.random.normal(jax.random.key(3), (8, 2), dtype)
+
+    def fn(key):
+        key_train, key_kl = jax.random.split(key)
+        trained, train_info = guidance.train_time_predictor(
+            key_train, predictor, data, schedule, times, num_steps=2, batch_size=4,
+            learning_rate=learning_rate)
+        kl, kl_info = guidance.time_posterior_kl(key_kl, mixture, trained, schedule, times,
+                                                 num_samples=8)
+        return (eqx.filter(trained, eqx.is_array), train_info), (kl, kl_info)
+
+    return fn
+
+
 def _call(solver=None, eps_fn=None, x_T=None, **kwargs):
     prior, schedule, default_x = _setup(jnp.float32)
     eps_fn = prior if eps_fn is None else eps_fn
@@ -88,6 +111,7 @@ ENTRIES = [
         name="diffusion.guidance",
         module="jaxsample.diffusion.guidance",
         build=_sample,
+        covers=("diffusion.guidance.sample",),
         hyper=_hyper,
         hyper_values=(0.5, 2.0),
         bad_inputs=(
@@ -126,6 +150,7 @@ ENTRIES = [
         name="diffusion.guidance.ndtm",
         module="jaxsample.diffusion.guidance",
         build=_ndtm_sample,
+        covers=("diffusion.guidance.sample",),
         hyper=_ndtm_hyper,
         hyper_values=(0.5, 2.0),
         bad_inputs=(
@@ -146,5 +171,27 @@ ENTRIES = [
              "γ together (both traced), with SGD as the control's optimiser: Adam divides "
              "round-off-sized gradient components by their own size, so batched and single "
              "runs of it differ by more than round-off.",
+    ),
+    Entry(
+        name="diffusion.guidance/time_predictor",
+        module="jaxsample.diffusion.guidance",
+        build=lambda dtype: _time_predictor(dtype, 1e-2),
+        covers=("diffusion.guidance.train_time_predictor", "diffusion.guidance.time_posterior_kl"),
+        info=lambda outputs: tuple(info for _, info in outputs),
+        hyper=lambda dtype: lambda key, h: _time_predictor(dtype, h)(key),
+        hyper_values=(1e-3, 1e-2),
+        rtol=1e-3,
+        bad_inputs=(
+            BadInput(lambda: guidance.train_time_predictor(
+                KEY, _predictor(), np.zeros((4, 2), np.float32), guidance.VPSchedule("cosine"),
+                time_grid(5), num_steps=0), ValueError, "num_steps"),
+            BadInput(lambda: guidance.time_posterior_kl(
+                KEY, "mixture", _predictor(), guidance.VPSchedule("cosine"), time_grid(5)),
+                TypeError, "mixture"),
+        ),
+        note="train_time_predictor (2 Adam steps of 4 pairs, a width-4 one-layer TimePredictor) "
+             "then time_posterior_kl of the trained net (8 pairs): one program, keyed (with the "
+             "legacy-key case); Adam's learning rate is traced. The trained module's arrays are "
+             "returned (its MLP also holds the activation function)",
     ),
 ]

@@ -61,6 +61,7 @@ ENTRIES = [
         name="diffusion.shs",
         module="jaxsample.diffusion.shs",
         build=_sample,
+        covers=("diffusion.shs.sample",),
         hyper=_min_signal,
         hyper_values=(1e-3, 0.05),
         bad_inputs=(

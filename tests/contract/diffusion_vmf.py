@@ -42,6 +42,7 @@ ENTRIES = [
         name="diffusion.vmf",
         module="jaxsample.diffusion.vmf",
         build=_sample,
+        covers=("diffusion.vmf.sample",),
         hyper=_hyper,
         hyper_values=(0.5, 2.0),
         bad_inputs=(

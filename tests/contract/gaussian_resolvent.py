@@ -47,6 +47,7 @@ ENTRIES = [
         name="gaussian.resolvent",
         module="jaxsample.gaussian.resolvent",
         build=_dense,
+        covers=("gaussian.sample",),
         bad_inputs=(
             BadInput(_call(num_samples=0), ValueError, "num_samples"),
             BadInput(_call(num_samples=2.0), TypeError, "num_samples"),
@@ -75,6 +76,7 @@ ENTRIES = [
         name="gaussian.resolvent/transform_noise_bits",
         module="jaxsample.gaussian.resolvent",
         build=_dithered,
+        covers=("gaussian.transform_noise",),
         bad_inputs=(
             BadInput(lambda: resolvent.transform_noise(
                 None, resolvent.SmoothedScoreOracle(jnp.eye(3), jnp.zeros(3)), jnp.ones((1, 3)),

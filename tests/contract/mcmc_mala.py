@@ -29,6 +29,7 @@ ENTRIES = [Entry(
     name="mcmc.mala",
     module="jaxsample.mcmc.mala",
     build=lambda dtype: lambda key: _run(key, dtype, 0.5),
+    covers=("mcmc.mala",),
     hyper=lambda dtype: lambda key, step_size: _run(key, dtype, step_size),
     hyper_values=(0.3, 0.5),
     bad_inputs=(

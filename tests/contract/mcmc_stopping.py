@@ -3,9 +3,11 @@
 A stopped MALA chain batch (σ = 0.3, cap 4) on a 2-D Gaussian; the MALA step size is the traced
 hyper-parameter (it lives in the wrapped algorithm's step pytree). The multilevel entry runs a
 two-level classifier (constant per level) through ``sample_multilevel`` with MALA kernels on the
-two levels of the path from ``p₀ = N(0, 4I)`` to the Gaussian.
+two levels of the path from ``p₀ = N(0, 4I)`` to the Gaussian. The training entry runs
+``train_stopping`` for 2 optimiser steps on a tiny network (the code path, not the fit).
 """
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -16,6 +18,7 @@ from jaxsample.mcmc import (
     mala,
     sample_multilevel,
     sample_until_stopped,
+    train_stopping,
 )
 
 
@@ -63,10 +66,24 @@ def _multilevel(key, dtype, step_size):
 _NET = StoppingNet(_level_model, jnp.zeros(2), num_levels=2)
 
 
+def _train(dtype):
+    start = jnp.asarray(np.linspace(-2.0, 2.0, 8).reshape(4, 2), dtype)
+
+    def fn(key):
+        net, info = train_stopping(key, mala(_logdensity, step_size=0.5), _logdensity,
+                                   _init_logdensity, start, num_steps=2, pool_steps=2,
+                                   batch_size=4, width=4, depth=1)
+        # the net's arrays (its MLP also holds the activation function, not an array)
+        return eqx.filter(net, eqx.is_array), info
+
+    return fn
+
+
 ENTRIES = [Entry(
     name="mcmc.stopping",
     module="jaxsample.mcmc.stopping",
     build=_build,
+    covers=("mcmc.adaptive_stop", "mcmc.sample_until_stopped", "mcmc.mala"),
     hyper=_hyper,
     hyper_values=(0.3, 0.5),
     bad_inputs=(
@@ -82,6 +99,7 @@ ENTRIES = [Entry(
     name="mcmc.stopping/multilevel",
     module="jaxsample.mcmc.stopping",
     build=lambda dtype: lambda key: _multilevel(key, dtype, 0.5),
+    covers=("mcmc.sample_multilevel", "mcmc.mala"),
     hyper=lambda dtype: lambda key, step_size: _multilevel(key, dtype, step_size),
     hyper_values=(0.3, 0.5),
     bad_inputs=(
@@ -97,4 +115,25 @@ ENTRIES = [Entry(
     ),
     note="two levels, each a stopped MALA run by sample_until_stopped; the step size of both "
          "levels' MALA kernels is the traced float.",
+), Entry(
+    name="mcmc.stopping/train",
+    module="jaxsample.mcmc.stopping",
+    build=_train,
+    covers=("mcmc.train_stopping", "mcmc.mala"),
+    exact_ints=False,
+    rtol=1e-3,
+    bad_inputs=(
+        BadInput(lambda: train_stopping(None, _ALG, _logdensity, _init_logdensity,
+                                        np.zeros((4, 2)), num_steps=2), TypeError, "key"),
+        BadInput(lambda: train_stopping(jnp.zeros(2, jnp.uint32), _ALG, _logdensity,
+                                        _init_logdensity, np.zeros((4, 2)), num_steps=0),
+                 ValueError, "num_steps"),
+        BadInput(lambda: train_stopping(jnp.zeros(2, jnp.uint32), _ALG, _logdensity,
+                                        _init_logdensity, np.zeros((4, 2)), num_steps=2,
+                                        optimizer="adam"), TypeError, "optimizer"),
+    ),
+    note="train_stopping for 2 Adam steps on 4 chains' pools of 2 MALA steps, a width-4 "
+         "one-layer net: the training code path (its fit to the tabular optimum is "
+         "tests/test_stopping.py's). Keyed, with the legacy-key case. No traced float: "
+         "learning_rate and flow_penalty are concrete settings of the optimiser and the loss",
 )]

@@ -45,6 +45,7 @@ ENTRIES = [Entry(
     name="mcmc.stopping_tabular",
     module="jaxsample.mcmc.stopping_tabular",
     build=_build,
+    covers=("mcmc.optimal_stop_tabular", "mcmc.terminal_law"),
     hyper=_hyper,
     hyper_values=(0.0, 0.5),
     exact_ints=False,

@@ -24,6 +24,7 @@ ENTRIES = [Entry(
     name="mcmc.tempering",
     module="jaxsample.mcmc.tempering",
     build=lambda dtype: lambda key: _run(key, dtype, 0.02),
+    covers=("mcmc.parallel_tempering",),
     hyper=lambda dtype: lambda key, step_size: _run(key, dtype, step_size),
     hyper_values=(0.01, 0.02),
     bad_inputs=(

@@ -1,4 +1,5 @@
-"""Contract entry: two-level softmax sampling (``jaxsample.softmax.two_level``)."""
+"""Contract entries: two-level softmax sampling (``jaxsample.softmax.two_level``) and the
+index it draws from (built by k-means or from given clusters: host-side, not jittable)."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +29,16 @@ def _sample(dtype):
 def _hyper(dtype):
     index, queries = tiny_index(dtype), tiny_queries(dtype)
     return lambda key, h: two_level.sample(key, index, queries, num_samples=4, temperature=h)
+
+
+def _index(dtype):
+    x = jnp.asarray(np.linspace(-1.0, 1.0, 20).reshape(10, 2), dtype)
+
+    def fn(key):
+        return (two_level.build_index(key, x, num_clusters=3, max_iterations=3),
+                two_level.index_from_clusters(x, jnp.asarray(_IDS, jnp.int32)))
+
+    return fn
 
 
 def _bad_queries():
@@ -62,6 +73,7 @@ ENTRIES = [
         name="softmax.two_level",
         module="jaxsample.softmax.two_level",
         build=_sample,
+        covers=("softmax.sample",),
         hyper=_hyper,
         hyper_values=(0.5, 2.0),
         bad_inputs=(
@@ -74,5 +86,26 @@ ENTRIES = [
         ),
         note="sample(key, index, queries, *, num_samples) -> (items, SoftmaxInfo); temperature "
              "is traced; the index is built eagerly outside the traced function",
+    ),
+    Entry(
+        name="softmax.two_level/index",
+        module="jaxsample.softmax.two_level",
+        build=_index,
+        covers=("softmax.build_index", "softmax.index_from_clusters"),
+        info=lambda outputs: tuple(info for _, info in outputs),
+        traceable=False,
+        bad_inputs=(
+            BadInput(lambda: two_level.build_index(None, np.ones((4, 2))), TypeError, "key"),
+            BadInput(lambda: two_level.build_index(KEY, np.ones((4, 2)), init="forgy"),
+                     ValueError, "init"),
+            BadInput(lambda: two_level.index_from_clusters(np.ones((4, 2)),
+                                                           np.array([0, 0, 2, 2])),
+                     ValueError, "cluster_ids"),
+        ),
+        note="build_index (k-means, 3 clusters, 3 iterations; keyed, with the legacy-key case) "
+             "and index_from_clusters on the sampler entry's 10 items: not jittable (the "
+             "cluster bookkeeping that sets the index's shapes runs on the host), so the "
+             "float32/float64 index, its Info and nonfinite flag are checked; the draws from "
+             "such an index are the softmax.two_level entry's",
     ),
 ]

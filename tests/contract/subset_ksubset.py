@@ -60,6 +60,7 @@ ENTRIES = [
         name="subset.ksubset/systematic",
         module="jaxsample.subset.ksubset",
         build=_systematic,
+        covers=("subset.correlated_k_subset",),
         bad_inputs=(
             BadInput(_call(marginals=[1.2, 0.8, 0.0, 0.0]), ValueError, "marginals"),
             BadInput(_call(marginals=[-0.1, 0.9, 0.6, 0.6]), ValueError, "marginals"),
@@ -79,6 +80,7 @@ ENTRIES = [
         name="subset.ksubset/fit_weights",
         module="jaxsample.subset.ksubset",
         build=_fit,
+        covers=("subset.fit_weights",),
         bad_inputs=(
             BadInput(lambda: subset.fit_weights(jnp.asarray(_X), 3, max_iterations=0),
                      ValueError, "max_iterations"),
@@ -89,6 +91,7 @@ ENTRIES = [
         name="subset.ksubset/inclusion_probabilities",
         module="jaxsample.subset.ksubset",
         build=_inclusion,
+        covers=("subset.inclusion_probabilities",),
         hyper=_inclusion_hyper,
         hyper_values=(0.0, 0.5),
         bad_inputs=(
@@ -100,6 +103,7 @@ ENTRIES = [
         name="subset.ksubset/conditional_poisson",
         module="jaxsample.subset.ksubset",
         build=_conditional_poisson,
+        covers=("subset.conditional_poisson",),
         bad_inputs=(
             BadInput(lambda: subset.conditional_poisson(None, _THETA, 3), TypeError, "key"),
             BadInput(lambda: subset.conditional_poisson(KEY, [np.nan] * 6, 3), ValueError,

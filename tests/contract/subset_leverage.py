@@ -58,6 +58,26 @@ def _greedy_hyper(dtype):
     return fn
 
 
+def _sharded(dtype):
+    x, quality = _x(dtype), jnp.asarray(_QUALITY, dtype)
+
+    def fn(key):
+        del key  # greedy per shard, then on the union: deterministic
+        return leverage.leverage_select_sharded(x, 4, quality=quality, normalize=True)
+
+    return fn
+
+
+def _sharded_hyper(dtype):
+    x = _x(dtype)
+
+    def fn(key, h):
+        del key
+        return leverage.leverage_select_sharded(x, 4, ridge=h, normalize=True)
+
+    return fn
+
+
 def _call(**kwargs):
     args = dict(embeddings=_x(jnp.float32), k=3)
     args.update(kwargs)
@@ -73,6 +93,7 @@ ENTRIES = [
         name="subset.leverage/sample",
         module="jaxsample.subset.leverage",
         build=_sample,
+        covers=("subset.leverage_sample",),
         hyper=_sample_hyper,
         hyper_values=(1e-2, 1.0),
         bad_inputs=(
@@ -106,6 +127,7 @@ ENTRIES = [
         name="subset.leverage/greedy",
         module="jaxsample.subset.leverage",
         build=_greedy,
+        covers=("subset.leverage_select",),
         hyper=_greedy_hyper,
         hyper_values=(1e-2, 1.0),
         bad_inputs=(BadInput(_call(k=0), ValueError, "k"),),
@@ -115,6 +137,7 @@ ENTRIES = [
         name="subset.leverage/vendi_score",
         module="jaxsample.subset.leverage",
         build=_vendi,
+        covers=("subset.vendi_score",),
         hyper=_vendi_hyper,
         hyper_values=(0.5, 2.0),
         bad_inputs=(
@@ -123,5 +146,19 @@ ENTRIES = [
             BadInput(lambda: leverage.vendi_score(_x(jnp.float32), q=-1.0), ValueError, "q"),
         ),
         note="a deterministic estimator (the key is unused); the order q is traced",
+    ),
+    Entry(
+        name="subset.leverage/sharded",
+        module="jaxsample.subset.leverage",
+        build=_sharded,
+        covers=("subset.leverage_select_sharded",),
+        hyper=_sharded_hyper,
+        hyper_values=(1e-2, 1.0),
+        bad_inputs=(
+            BadInput(lambda: leverage.leverage_select_sharded(_x(jnp.float32), 0), ValueError,
+                     "k"),
+        ),
+        note="leverage_select_sharded on the same 12 rows over the test's fake CPU devices "
+             "(shard_map; deterministic: the key is unused); the ridge is traced",
     ),
 ]
