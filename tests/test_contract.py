@@ -207,6 +207,11 @@ def test_coverage_check_fails_on_a_gap():
     assert any("risk.nope" in p for p in problems), problems
 
 
+def _skip_without_requirements(entry):
+    for module in entry.requires:
+        pytest.importorskip(module)
+
+
 def _legacy(key):
     """The legacy ``uint32[2]`` form of a new-style key (the same bits: the same stream)."""
     return jax.random.key_data(key)
@@ -224,6 +229,7 @@ def test_dtype_preserved_and_info_flags(entry, dtype):
         # the first dtype runs with a legacy PRNGKey: the eager compilation the jit/vmap test
         # below reuses, so the legacy case costs no extra compilation
         key = _legacy(KEY) if dtype == entry.dtypes[0] else KEY
+        _skip_without_requirements(entry)
         out = entry.build(jnp.dtype(dtype))(key)
         # (a str leaf is a host-side verdict of an untraceable entry, e.g. tail_regime's)
         floats = [leaf for leaf in jax.tree.leaves(out) if not isinstance(leaf, str)
@@ -254,6 +260,7 @@ def test_jit_vmap_over_keys_equals_eager_and_compiles_once(entry):
     """
     dtype = entry.dtypes[0]
     with _with_dtype(dtype):
+        _skip_without_requirements(entry)
         fn = entry.build(jnp.dtype(dtype))
         # chex keys its counter by the call stack and the lambda's source line, which entries
         # share (`lambda key: _run(key, dtype)`): start from zero for this entry
@@ -282,6 +289,7 @@ _HYPER = [e for e in REGISTRY if e.hyper is not None and e.traceable]
 def test_hyperparameter_is_traced(entry):
     dtype = entry.dtypes[0]
     with _with_dtype(dtype):
+        _skip_without_requirements(entry)
         fn = entry.hyper(jnp.dtype(dtype))
         h0, h1 = entry.hyper_values
         first = fn(KEY, h0)

@@ -86,6 +86,8 @@ class Entry:
         traceable: ``False`` for a function documented as not jittable (it decides on the host
             and returns a Python value): only the dtype/Info and bad-input checks run; ``note``
             says "not jittable" and why.
+        requires: optional packages the entry needs (an extra such as BlackJAX): its tests skip
+            where one is missing (the dependency-floor run installs none).
         note: anything a reader of the registry should know (e.g. why ``hyper`` is None).
     """
 
@@ -102,4 +104,5 @@ class Entry:
     rtol: float = 1e-4
     exact_ints: bool = True
     traceable: bool = True
+    requires: tuple[str, ...] = ()
     note: str = ""

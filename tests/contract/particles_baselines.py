@@ -46,6 +46,7 @@ ENTRIES = [
         module="jaxsample.particles.baselines",
         build=lambda dtype: _one_shot(dtype, jnp.asarray(0.1, dtype)),
         covers=("particles.cfdm_sample", "particles.svgd"),
+        requires=("blackjax",),  # svgd runs BlackJAX's (the test extra)
         info=lambda outputs: tuple(info for _, info in outputs),
         hyper=lambda dtype: lambda key, smoothing: _one_shot(dtype, smoothing)(key),
         hyper_values=(0.1, 0.3),
