@@ -323,7 +323,8 @@ def mode_weights(assignments, *, num_modes: int) -> tuple[jax.Array, MixingInfo]
     num_modes = check_int("num_modes", num_modes, 1)
     counts = jnp.zeros((num_modes,), jnp.int32).at[assignments].add(1, mode="drop")
     # fractions in JAX's default float (an int32 quotient is float32 even with 64-bit types)
-    return _with_info(counts.astype(jnp.zeros(()).dtype) / assignments.shape[0])
+    return _with_info(counts.astype(jax.dtypes.canonicalize_dtype(jnp.float64))
+                      / assignments.shape[0])
 
 
 def exact_mode_weights(potential, temperature, grid, boundaries

@@ -575,15 +575,15 @@ def _check_index(index):
                         f"{type(index).__name__}")
 
 
-def _check_queries(index, queries, *, batch: bool = True):
-    """Returns ``(queries, was_single)``, queries as ``(B, d)`` (or as given when ``batch`` is
+def _check_queries(index, queries, *, add_axis: bool = True):
+    """Returns ``(queries, was_single)``, queries as ``(B, d)`` (or as given when ``add_axis`` is
     False: the caller's compiled function adds the axis). Finiteness is reported, not refused."""
     queries = check_array("queries", queries, dtype=index.embeddings.dtype)
     if queries.ndim not in (1, 2) or queries.shape[-1] != index.dim:
         raise ValueError(f"queries must have shape (d,) or (B, d) with d = {index.dim} (the "
                          f"embedding dimension), got {queries.shape}")
     single = queries.ndim == 1
-    return (queries[None, :] if single and batch else queries), single
+    return (queries[None, :] if single and add_axis else queries), single
 
 
 def _check_items(index, items, queries, single, name="items", low_bound=0):
@@ -610,9 +610,9 @@ def _check_exclude(index, exclude, queries, single):
     return jnp.sort(exclude.astype(jnp.int32), axis=1)
 
 
-def _common(index, queries, variant, temperature, chunk_size, *, batch=True):
+def _common(index, queries, variant, temperature, chunk_size, *, add_axis=True):
     _check_index(index)
-    batch, single = _check_queries(index, queries, batch=batch)
+    batch, single = _check_queries(index, queries, add_axis=add_axis)
     if variant is not None:
         check_choice("variant", variant, VARIANTS)
     tau = check_hyperparameter("temperature", temperature)
@@ -678,7 +678,7 @@ def sample(key, index: SoftmaxIndex, queries, *, num_samples: int, variant: str 
     # one dispatch per call: a single query gets its batch axis inside the compiled function
     # (three eager slices cost more than the draw itself at small N)
     queries, single, tau, chunk_size = _common(index, queries, variant, temperature, chunk_size,
-                                               batch=False)
+                                               add_axis=False)
     num_samples = check_int("num_samples", num_samples, 1)
     excluded = _check_exclude(index, exclude, queries, single)
     return _sample(key, index, queries, excluded, tau, num_samples, variant, chunk_size,
