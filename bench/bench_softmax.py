@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import BenchTable, Row, time_fn
+from harness import QUIET_LOAD, BenchTable, Row, time_fn
 
 from jaxsample import softmax
 from jaxsample.datasets import clustered_embeddings
@@ -260,8 +261,11 @@ def run(size: str) -> list[BenchTable]:
         if not gumbel_many:
             notes.append("jax.random.categorical with 64 draws (64 x N Gumbels per query) not "
                          "timed at this N")
-        notes.append("timed on a shared 2-core CPU with other jobs running: times carry noise"
-                     if on_cpu else f"device: {jax.devices()[0].device_kind}")
+        if not on_cpu:
+            notes.append(f"device: {jax.devices()[0].device_kind}")
+        elif os.getloadavg()[0] > QUIET_LOAD:
+            notes.append(f"timed while other jobs shared the {os.cpu_count()} CPU cores (load "
+                         f"{os.getloadavg()[0]:.1f}): times carry noise")
         if gpu and on_cpu:
             notes.append("gpu size is N=1e7, d=128 (5 GB of float32 embeddings plus the sorted "
                          "copy); on this CPU it ran at N=1e5")
