@@ -310,6 +310,7 @@ def test_bad_inputs():
 _PART1_SHA256 = "8e6cdf3b9d4c3563578f1da01a4867896751913654292fb8f9d721fa93999131"
 
 
+@pytest.mark.default_compiler
 def test_no_preconditioner_reproduces_the_unpreconditioned_sampler_bitwise(x64):
     """preconditioner=None with the adaptation and the weight guard off runs exactly the ops of
     the sampler before preconditioning and adaptation existed: the float64 positions after 3
@@ -407,6 +408,7 @@ def test_schedules_and_preconditioner_arguments():
     np.testing.assert_allclose(alg.step.keywords["scale"], 0.5 * np.eye(2), rtol=1e-6)
 
 
+@pytest.mark.default_compiler
 def test_pytree_positions_equal_the_flat_path_bitwise():
     """The same numbers as an (N, 3) array, a one-leaf dict and a dict split over two leaves
     (different shapes) give bitwise the same particles, handed back in the user's structure."""

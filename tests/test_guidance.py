@@ -369,6 +369,7 @@ def test_nonfinite_predictions_and_costs_are_flagged_not_propagated():
     assert bool(info.nonfinite.all()) and float(info.control_norm.max()) == 0
 
 
+@pytest.mark.default_compiler
 def test_chunked_batch_equals_dense_and_bounds_memory():
     """Blocks of 48 (ragged: 256 = 5·48 + 16) equal the dense batch; at B = 8192 blocks of 256
     cut the compiled temporary memory by more than 2×."""

@@ -101,6 +101,7 @@ def test_flat_path_has_no_extra_operations():
     assert "concatenate" in extra and len(extra) > len(_primitives(direct, key, state))
 
 
+@pytest.mark.default_compiler
 def test_mala_flat_and_pytree_are_bitwise_equal(dtype):
     results = []
     for ld, to_tree, from_tree in _FORMS:
@@ -125,6 +126,7 @@ def test_mala_keeps_mixed_leaf_dtypes(x64):
     assert state.position["b"].dtype == jnp.float64 and state.logdensity.dtype == jnp.float64
 
 
+@pytest.mark.default_compiler
 def test_tempering_flat_and_pytree_are_bitwise_equal(dtype):
     results = []
     for ld, to_tree, from_tree in _FORMS:
@@ -214,6 +216,7 @@ def test_position_leaves_are_checked_by_name():
 # ------------------------------------------------------------------------- particle baselines
 
 
+@pytest.mark.default_compiler
 def test_svgd_flat_and_pytree_are_bitwise_equal(dtype):
     from jaxsample.particles import svgd
 
@@ -233,6 +236,7 @@ def test_svgd_refuses_a_start_where_the_density_is_nowhere_finite():
         svgd(lambda x: jnp.where(x[0] > 10, 0.0, -jnp.inf), jnp.zeros((4, 2)), num_steps=2)
 
 
+@pytest.mark.default_compiler
 def test_mmsold_flat_and_pytree_records_are_bitwise_equal():
     # float32 only (dtypes are the flat path's, tested in the MM-SOLD suite); the naive smoothed
     # Langevin baseline shares this code path (mmsold._algorithm)
@@ -255,6 +259,7 @@ def test_mmsold_flat_and_pytree_records_are_bitwise_equal():
             {"a": jnp.zeros((8, 2), dtype), "b": jnp.zeros((8, 1), dtype)})
 
 
+@pytest.mark.default_compiler
 def test_stopping_wrapper_flat_and_pytree_are_bitwise_equal(dtype):
     from jaxsample.mcmc import adaptive_stop, sample_until_stopped
 
