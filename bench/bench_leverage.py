@@ -344,7 +344,7 @@ def run(size: str) -> list[BenchTable]:
                 case_facts[case] = facts
             notes = ["scikit-learn's bundled digits (1 797 × 64 pixel rows, 10 classes), rows "
                      f"normalised; DiSF batches of 599 (3 batches). {load}.",
-                     *_goal_notes(case_facts)]
+                     *_goal_notes(case_facts, _read_time(jnp.asarray(x))[0])]
             tables.append(BenchTable("Lev vs DiSF-style and other selectors on digits", rows,
                                      notes))
     return tables
