@@ -310,7 +310,7 @@ def run(size: str) -> list[BenchTable]:
             *_goal_notes(case_facts, read),
             f"Per-pick cost at n={n}: one read of X ({gigabytes * 1e3:.1f} MB; the fastest of a "
             f"matvec, an elementwise max and a column sum, each 20 passes in one loop: "
-            f"{read_name}) took {read * 1e3:.2f} ms ({gigabytes / read:.1f} GB/s on this shared "
+            f"{read_name}) took {read * 1e3:.2f} ms ({gigabytes / read:.1f} GB/s on this "
             "machine); a global Lev "
             f"pick (k={k_max}, total / k) {per_pick * 1e3:.2f} ms = {per_pick / read:.2f}x the "
             f"read, {100 * read / per_pick:.0f}% of the bandwidth bound — goal ≤ 2x: "
