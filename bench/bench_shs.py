@@ -13,7 +13,6 @@ all error is the sampler's, except in the learned-denoiser table (an MLP trained
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import QUIET_LOAD, BenchTable, Row, peak_bytes, time_fn
+from harness import BenchTable, Row, peak_bytes, time_fn
 
 from jaxsample.diffusion import shs
 
@@ -311,11 +310,6 @@ def _speed_table(size: str) -> BenchTable:
                      f"{need:.1f} GiB for a sampler call (each (B, L, K) float32 array is 2 GiB)."
                      + (" It does not fit this shared 2-core CPU host (≤ 3 GiB per process); "
                         f"B = {batch} was run instead." if on_cpu and batch < 1024 else ""))
-    load = os.getloadavg()[0]
-    if on_cpu and load > QUIET_LOAD:
-        notes.append(f"Times were taken while other jobs shared the {os.cpu_count()} cores (load "
-                     f"{load:.1f}), so absolute times are inflated and ratios carry ±15–30% "
-                     "noise.")
     return BenchTable("Sampler step time by jump rule (stand-in denoiser)", rows, notes)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import QUIET_LOAD, BenchTable, Row, time_fn
+from harness import BenchTable, Row, time_fn
 
 from jaxsample import softmax
 from jaxsample.datasets import clustered_embeddings
@@ -273,9 +272,6 @@ def run(size: str) -> list[BenchTable]:
                          "timed at this N")
         if not on_cpu:
             notes.append(f"device: {jax.devices()[0].device_kind}")
-        elif os.getloadavg()[0] > QUIET_LOAD:
-            notes.append(f"timed while other jobs shared the {os.cpu_count()} CPU cores (load "
-                         f"{os.getloadavg()[0]:.1f}): times carry noise")
         if gpu and on_cpu:
             notes.append("gpu size is N=1e7, d=128 (5 GB of float32 embeddings plus the sorted "
                          "copy); on this CPU it ran at N=1e5")
