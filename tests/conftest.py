@@ -23,7 +23,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and importlib.util.find_spec("f
 
 # Four fake CPU devices for the sharding tests, and the backend's optimisation level 0: the suite
 # compiles thousands of small programs that each run for microseconds, and LLVM's optimisation
-# passes were a third of its time (measured: the README command 14 min 43 s -> 10 min 42 s).
+# passes were a third of its time (measured: the README command 14 min 43 s -> 11-12.5 min).
 # Semantics are XLA's, not LLVM's; what the level can change is the order of a float reduction,
 # so tests that compare two differently compiled programs bit for bit are marked
 # ``default_compiler`` and run in a child at XLA's default level (tests/test_default_compiler.py).
