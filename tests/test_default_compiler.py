@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from _xla import flags_without
 
 
 def test_bitwise_claims_hold_at_the_default_optimisation_level(request, low_optimisation):
@@ -22,8 +23,8 @@ def test_bitwise_claims_hold_at_the_default_optimisation_level(request, low_opti
               if "default_compiler" in item.keywords]
     if not marked:
         pytest.skip("no default_compiler test was collected in this session")
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "optimization_level" not in f]
-    env = {**os.environ, "XLA_FLAGS": " ".join(flags), "JAXSAMPLE_TESTS_DEFAULT_COMPILER": "1"}
+    env = {**os.environ, "XLA_FLAGS": " ".join(flags_without("optimization_level")),
+           "JAXSAMPLE_TESTS_DEFAULT_COMPILER": "1"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-p", "no:xdist", "-m", "default_compiler", *marked],
                           cwd=request.config.rootpath, env=env, capture_output=True, text=True,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from _xla import flags_without
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -24,8 +25,7 @@ def run_python(source: str, *, cwd: pathlib.Path, timeout: float = 600) -> None:
     """Run ``source`` in a fresh interpreter (no test-suite jax config), failing with its stderr."""
     env = {**os.environ, "MPLBACKEND": "Agg", "JAX_PLATFORMS": "cpu"}
     # the suite's fake devices are not what a reader has (its compiler flags are kept)
-    env["XLA_FLAGS"] = " ".join(flag for flag in env.get("XLA_FLAGS", "").split()
-                                if "device_count" not in flag)
+    env["XLA_FLAGS"] = " ".join(flags_without("device_count"))
     done = subprocess.run([sys.executable, "-c", source], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert done.returncode == 0, f"{done.stderr[-4000:]}"

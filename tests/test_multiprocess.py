@@ -10,6 +10,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _xla import flags_without
 from multiprocess_case import initial_positions, make_algorithm, run_case
 
 import jaxsample
@@ -26,8 +27,8 @@ def _free_port():
 def test_two_processes_match_one(tmp_path):
     port = str(_free_port())
     out = tmp_path / "positions.npy"
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env = dict(os.environ, XLA_FLAGS=" ".join([*flags, "--xla_force_host_platform_device_count=2"]),
+    flags = [*flags_without("device_count"), "--xla_force_host_platform_device_count=2"]
+    env = dict(os.environ, XLA_FLAGS=" ".join(flags),
                JAX_PLATFORMS="cpu", PYTHONPATH=str(HERE))
     workers = [subprocess.Popen([sys.executable, str(HERE / "_multiprocess_worker.py"), str(i),
                                  port, str(out)], env=env, stdout=subprocess.PIPE,
