@@ -21,20 +21,22 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and importlib.util.find_spec("f
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.1"
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
-# Four fake CPU devices for the sharding tests, and the backend's optimisation level 0: the suite
-# compiles thousands of small programs that each run for microseconds, and LLVM's optimisation
-# passes were a third of its time (measured: the README command 14 min 43 s -> 11-12.5 min).
-# Semantics are XLA's, not LLVM's; what the level can change is the order of a float reduction,
-# so tests that compare two differently compiled programs bit for bit are marked
-# ``default_compiler`` and run in a child at XLA's default level (tests/test_default_compiler.py).
-# Set the level yourself to run the whole suite at it.
+# Four fake CPU devices for the sharding tests, and the compile-time settings of tests/_xla.py
+# (the backend's optimisation level 0 and the legacy fusion emitter: measured, the README command
+# went from 14 min 43 s to 11-12.5 min with the level alone, and the emitter halves what
+# compilation is left). What they can change is the order of a float reduction, so tests that
+# compare two differently compiled programs bit for bit are marked ``default_compiler`` and run in
+# a child at XLA's defaults (tests/test_default_compiler.py). Set a flag yourself to override it;
+# JAXSAMPLE_TESTS_DEFAULT_COMPILER=1 runs the whole suite at XLA's defaults.
+from _xla import FAST_COMPILE  # noqa: E402  (XLA_FLAGS before jax: no jax import above)
+
 _FLAGS = ["--xla_force_host_platform_device_count=4"]
 if os.environ.get("JAXSAMPLE_TESTS_DEFAULT_COMPILER") != "1":
-    _FLAGS.append("--xla_backend_optimization_level=0")
+    _FLAGS += FAST_COMPILE
 for _flag in _FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
-_LOW_OPTIMISATION = "--xla_backend_optimization_level=0" in os.environ["XLA_FLAGS"].split()
+_FAST_COMPILE = any(flag in os.environ["XLA_FLAGS"].split() for flag in FAST_COMPILE)
 
 import jax
 import pytest
@@ -44,11 +46,11 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
 def pytest_collection_modifyitems(config, items):
-    """At the suite's low optimisation level, ``default_compiler`` tests are left to the child
+    """Under the suite's compile-time settings, ``default_compiler`` tests are left to the child
     run of tests/test_default_compiler.py."""
-    if _LOW_OPTIMISATION:
-        skip = pytest.mark.skip(reason="a bit-for-bit claim checked at XLA's default optimisation "
-                                       "level by tests/test_default_compiler.py")
+    if _FAST_COMPILE:
+        skip = pytest.mark.skip(reason="a bit-for-bit claim checked at XLA's default settings by "
+                                       "tests/test_default_compiler.py")
         for item in items:
             if "default_compiler" in item.keywords:
                 item.add_marker(skip)
@@ -82,9 +84,9 @@ def _bounded_executable_cache():
 
 
 @pytest.fixture
-def low_optimisation():
-    """Whether this process compiles at XLA's backend optimisation level 0."""
-    return _LOW_OPTIMISATION
+def fast_compile():
+    """Whether this process compiles with one of the suite's compile-time settings."""
+    return _FAST_COMPILE
 
 
 @pytest.fixture

@@ -189,6 +189,7 @@ def _sampler(kind):
     raise KeyError(kind)
 
 
+@pytest.mark.default_compiler
 def test_tag_omega_zero_and_ndtm_without_cost_are_bitwise_ddim():
     key, eta = jax.random.key(3), jnp.float32(0.5)
     x0, info = _sampler("base")(key, X_T, eta, PRIOR)
@@ -489,6 +490,7 @@ def test_clip_x0_clamps_the_returned_samples_and_large_variance_is_ddpm_beta():
     np.testing.assert_allclose(large, beta, rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.default_compiler
 def test_per_step_target_compares_with_the_noised_query_features():
     """At t = 1 the query noised to t carries almost nothing of x_q (ᾱ(1) ≈ 4·10⁻⁵), so its
     Tweedie estimate and the state's both sit near the prior mean m̄: the per-step target's
