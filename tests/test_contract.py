@@ -249,30 +249,56 @@ _TRACEABLE = [e for e in REGISTRY if e.traceable]
 
 
 @pytest.mark.parametrize("entry", _TRACEABLE, ids=_ids(_TRACEABLE))
-def test_jit_vmap_over_keys_equals_eager_and_compiles_once(entry):
-    """``jit(vmap(fn))`` over new-style keys equals eager calls with the legacy PRNGKeys of the
-    same bits, and new keys do not retrace.
+def test_jit_vmap_equals_eager_traces_the_hyperparameter_and_compiles_once(entry):
+    """``jit(vmap(fn))`` over new-style keys (and, where the entry has ``hyper``, over two values
+    of the hyper-parameter) equals eager calls with the legacy PRNGKeys of the same bits, and new
+    keys and values do not retrace; for an iterative sampler two values of ``h`` share one
+    compilation of ``jaxsample.run``.
 
-    One compiled program checks jit == eager, vmap == loop and the single trace together (a
-    separate ``jit(fn)`` would compile the whole program once more per entry): what breaks under
-    ``jit`` alone (Python control flow on traced values, a concrete-value check, a host callback)
-    breaks under ``jit(vmap)`` too.
+    One compiled program checks jit == eager, vmap == loop, the traced hyper-parameter and the
+    single trace together: a separate ``jit(fn)``, or a vmap over ``h`` apart from the one over
+    keys, would compile the whole program once more per entry. What breaks under ``jit`` alone
+    (Python control flow on traced values, a concrete-value check, a host callback) breaks under
+    ``jit(vmap)`` too. ``hyper`` calls every function the entry covers
+    (``test_hyper_calls_every_covered_function``), so batching it checks them all; ``build``'s
+    own configuration runs eagerly in the dtype test above.
     """
     dtype = entry.dtypes[0]
     with _with_dtype(dtype):
         _skip_without_requirements(entry)
-        fn = entry.build(jnp.dtype(dtype))
+        keys = jax.random.split(KEY, 4)
+        if entry.hyper is None:
+            fn, values = entry.build(jnp.dtype(dtype)), ()
+        else:
+            fn, values = entry.hyper(jnp.dtype(dtype)), (entry.hyper_values,)
         # chex keys its counter by the call stack and the lambda's source line, which entries
         # share (`lambda key: _run(key, dtype)`): start from zero for this entry
         chex.clear_trace_counter()
         batched = jax.jit(jax.vmap(chex.assert_max_traces(fn, n=1)))
-        keys = jax.random.split(KEY, 4)
-        out = batched(keys[:2])
+        out = batched(keys[:2], *(jnp.asarray(h, dtype) for h in values))
         for i in range(2):
-            _assert_close(jax.tree.map(lambda leaf, i=i: leaf[i], out), fn(_legacy(keys[i])),
+            # Python floats, as the entries' builds pass them: the eager compilation the dtype
+            # test made (legacy key, same structure) serves these calls where they share it
+            eager = fn(_legacy(keys[i]), *(h[i] for h in values))
+            if i == 0:
+                size = jaxsample.core._run._cache_size()
+            elif entry.iterative:
+                assert jaxsample.core._run._cache_size() == size, "a new value recompiled run"
+            _assert_close(jax.tree.map(lambda leaf, i=i: leaf[i], out), eager,
                           _tolerance(entry, dtype), entry.exact_ints,
                           f"jit(vmap)[{i}] (new-style keys) != eager call (legacy PRNGKey)")
-        batched(keys[2:])  # new keys must not retrace
+        # new keys and new values must not retrace
+        batched(keys[2:], *(jnp.asarray(h[::-1], dtype) for h in values))
+
+
+def test_hyper_calls_every_covered_function():
+    """The jit/vmap test batches ``hyper`` in place of ``build`` where an entry has one: it must
+    reach every public function the entry covers."""
+    for entry in REGISTRY:
+        if entry.hyper is not None:
+            called = _called_names(entry.hyper)
+            missing = [name for name in entry.covers if _resolve(name).__name__ not in called]
+            assert not missing, f"{entry.name}: hyper never calls {missing}"
 
 
 def test_untraceable_entries_say_why():
@@ -280,29 +306,6 @@ def test_untraceable_entries_say_why():
     for entry in REGISTRY:
         if not entry.traceable:
             assert entry.hyper is None and "not jittable" in entry.note, entry.name
-
-
-_HYPER = [e for e in REGISTRY if e.hyper is not None and e.traceable]
-
-
-@pytest.mark.parametrize("entry", _HYPER, ids=_ids(_HYPER))
-def test_hyperparameter_is_traced(entry):
-    dtype = entry.dtypes[0]
-    with _with_dtype(dtype):
-        _skip_without_requirements(entry)
-        fn = entry.hyper(jnp.dtype(dtype))
-        h0, h1 = entry.hyper_values
-        first = fn(KEY, h0)
-        size = jaxsample.core._run._cache_size()
-        second = fn(KEY, h1)
-        if entry.iterative:
-            assert jaxsample.core._run._cache_size() == size, "a new value recompiled run"
-        batched = jax.vmap(fn, in_axes=(None, 0))(KEY, jnp.asarray([h0, h1], dtype))
-        for i, single in enumerate((first, second)):
-            _assert_close(jax.tree.map(lambda leaf, i=i: leaf[i], batched), single,
-                          _tolerance(entry, dtype), entry.exact_ints, f"vmap over h[{i}]")
-        # (no separate jax.jit check: the vmap above already traces h, and a jitted fn called
-        # with two arrays of one dtype cannot retrace; the run-cache check covers the eager path)
 
 
 _BAD = [pytest.param(bad, id=f"{e.name}-{i}") for e in REGISTRY

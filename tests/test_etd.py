@@ -340,8 +340,9 @@ def test_ensemble_preconditioner_recovers_ill_conditioned_covariance_affine_inva
     fails; the unpreconditioned sampler's distortion (the thin direction's variance ≈ 10³× off
     before whitening) is far past that. The expected SE is about 0.05 (the Gaussian sample
     variance's 0.14 per system over 8 systems, more where ETD's particles are correlated), and
-    the 7-dof estimate of it spreads by about 27 %: 0.15 leaves room for both. (ii) Base and image agree:
-    the two 8-system means of each covariance entry differ by less than Z two-sample SEs.
+    the 7-dof estimate of it spreads by about 27 %: 0.15 leaves room for both. (ii) Base and
+    image agree: the two 8-system means of each covariance entry differ by less than Z
+    two-sample SEs.
     """
     systems, n = 8, 100
     rotation = jnp.array([[np.cos(0.6), -np.sin(0.6)], [np.sin(0.6), np.cos(0.6)]])

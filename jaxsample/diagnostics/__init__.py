@@ -28,6 +28,6 @@ from jaxsample.diagnostics.distances import energy_distance as energy_distance
 from jaxsample.diagnostics.distances import mmd as mmd
 from jaxsample.diagnostics.distances import sliced_wasserstein as sliced_wasserstein
 
-__all__ = ["DAMVInfo", "Diagnosis", "DiagnosisInfo", "ESSInfo", "EnergyDistanceInfo", "MMDInfo", "RhatInfo",
-           "SlicedWassersteinInfo", "damv", "diagnose", "energy_distance", "ess", "mixing", "mmd",
-           "rhat", "sliced_wasserstein"]
+__all__ = ["DAMVInfo", "Diagnosis", "DiagnosisInfo", "ESSInfo", "EnergyDistanceInfo", "MMDInfo",
+           "RhatInfo", "SlicedWassersteinInfo", "damv", "diagnose", "energy_distance",
+           "ess", "mixing", "mmd", "rhat", "sliced_wasserstein"]

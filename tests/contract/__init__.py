@@ -2,13 +2,14 @@
 
 Each method module adds a file ``tests/contract/<family>_<module>.py`` defining ``ENTRIES``, a list
 of :class:`Entry`; ``tests/test_contract.py`` discovers the files. The parametrised
-tests there then check, for every entry: float32 and float64 preserved; ``jit`` equals eager and
-compiles once (``chex.assert_max_traces``); ``vmap`` over keys equals per-key calls; the float
-hyper-parameter is traced (``vmap`` over it works, for iterative samplers two values share one
-compilation of ``jaxsample.run``); every Info has a ``nonfinite`` flag, False on the well-posed
-configuration; bad input raises the declared error naming the argument. Each entry names in
-``covers`` the public functions its ``build``/``hyper`` call; every public function that samples,
-fits or estimates must be covered by some entry.
+tests there then check, for every entry: float32 and float64 preserved; ``jit(vmap)`` over keys
+(and over two values of the float hyper-parameter, where there is one) equals per-key eager calls
+and compiles once (``chex.assert_max_traces``), so the hyper-parameter is traced; for iterative
+samplers two values share one compilation of ``jaxsample.run``; every Info has a ``nonfinite``
+flag, False on the well-posed configuration; bad input raises the declared error naming the
+argument. Each entry names in ``covers`` the public functions its ``build``/``hyper`` call (where
+there is a ``hyper``, it must call all of them: it is the one the jit/vmap check batches); every
+public function that samples, fits or estimates must be covered by some entry.
 
 A minimal entry::
 
@@ -27,9 +28,12 @@ A minimal entry::
                              ValueError, "num_samples"),),
     )]
 
-Keep configurations tiny: the registry runs about five compilations per entry, and the whole
-suite must stay within its time budget. Cheap closed forms of one family share one entry whose
-``fn(key)`` returns a tuple of their outputs (its ``info`` then returns a tuple of Infos).
+Keep configurations tiny: the registry compiles each entry about three times (eager at each
+dtype, and ``jit(vmap)``; give ``hyper`` the structure of ``build``, the hyper-parameter an
+argument where ``build`` fixes it, and the eager calls of the jit check reuse the dtype check's
+compilation), and the whole suite must stay within its time budget. Cheap closed forms of one
+family share one entry whose ``fn(key)`` returns a tuple of their outputs (its ``info`` then
+returns a tuple of Infos).
 Deterministic estimators take the key and ignore it.
 """
 

@@ -6,6 +6,8 @@ The time predictor's training and its KL to the exact time posterior run 2 steps
 network (the code path, not the fit).
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -68,7 +70,7 @@ def _hyper(dtype):
                                           guidance=_terms(prior, h))
 
 
-def _time_predictor(dtype, learning_rate):
+def _time_predictor(dtype):
     mixture = GaussianMixture(jnp.array([[1.0, 0.0], [-1.0, 0.0]], dtype),
                               jnp.array([0.1, 0.2], dtype) ** 0.5)
     schedule, times = guidance.VPSchedule("cosine"), time_grid(NUM_STEPS).astype(dtype)
@@ -76,7 +78,7 @@ def _time_predictor(dtype, learning_rate):
                                        dtype=dtype)
     data = jax.random.normal(jax.random.key(3), (8, 2), dtype)
 
-    def fn(key):
+    def fn(key, learning_rate):
         key_train, key_kl = jax.random.split(key)
         trained, train_info = guidance.train_time_predictor(
             key_train, predictor, data, schedule, times, num_steps=2, batch_size=4,
@@ -175,10 +177,10 @@ ENTRIES = [
     Entry(
         name="diffusion.guidance/time_predictor",
         module="jaxsample.diffusion.guidance",
-        build=lambda dtype: _time_predictor(dtype, 1e-2),
+        build=lambda dtype: functools.partial(_time_predictor(dtype), learning_rate=1e-2),
         covers=("diffusion.guidance.train_time_predictor", "diffusion.guidance.time_posterior_kl"),
         info=lambda outputs: tuple(info for _, info in outputs),
-        hyper=lambda dtype: lambda key, h: _time_predictor(dtype, h)(key),
+        hyper=_time_predictor,
         hyper_values=(1e-3, 1e-2),
         rtol=1e-3,
         bad_inputs=(
