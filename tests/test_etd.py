@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _xla import compiled_for_run_time
 
 import jaxsample
 from jaxsample.diagnostics import damv
@@ -115,8 +116,10 @@ def test_standard_gaussian_2d_moments():
     for score in (jax.grad(std_normal), None):
         alg = jaxsample.etd(std_normal, score_fn=score)
         keys = jax.random.split(jax.random.key(7 if score else 8), systems)
-        # one compiled program per sampler: under a bare vmap the init would run op by op
-        means, variances = jax.jit(jax.vmap(lambda k, alg=alg: one(alg, k)))(keys)
+        # one compiled program per sampler (under a bare vmap the init would run op by op),
+        # compiled to run: it spends seconds running, not compiling
+        batched = jax.vmap(lambda k, alg=alg: one(alg, k))
+        means, variances = compiled_for_run_time(batched, keys)(keys)
         means, variances = np.asarray(means, np.float64), np.asarray(variances, np.float64)
         mean_se = means.std(axis=0, ddof=1) / systems**0.5
         var_se = variances.std(axis=0, ddof=1) / systems**0.5
@@ -168,7 +171,8 @@ def test_no_variance_collapse_d50():
             return values[-30:].mean()
 
         keys = jax.random.split(jax.random.key(1), systems)
-        return np.asarray(jax.jit(jax.vmap(one))(keys), np.float64)  # one program per sampler
+        # one program per sampler, compiled to run: it spends seconds running, not compiling
+        return np.asarray(compiled_for_run_time(jax.vmap(one), keys)(keys), np.float64)
 
     paper = per_system(jaxsample.etd(std_normal, score_fn=jax.grad(std_normal),
                                      mutation_steps=0, preconditioner=None, min_weight_ess=0.0))
@@ -349,9 +353,8 @@ def test_ensemble_preconditioner_recovers_ill_conditioned_covariance_affine_inva
     a = rotation @ jnp.diag(jnp.array([1.0, 10**-1.5]))
     b = jnp.array([2.0, -1.0])
 
-    # Base and image are one compiled program: the affine map (a, b) is a traced argument,
-    # the identity for the base run.
-    @jax.jit
+    # Base and image are one compiled program (compiled to run: it spends seconds running, not
+    # compiling): the affine map (a, b) is a traced argument, the identity for the base run.
     def covariances(a, b, key):
         a_inv = jnp.linalg.inv(a)
         target = lambda x: -0.5 * jnp.sum((a_inv @ (x - b)) ** 2)
@@ -368,8 +371,9 @@ def test_ensemble_preconditioner_recovers_ill_conditioned_covariance_affine_inva
 
         return jax.vmap(one)(jax.random.split(key, systems))
 
-    base = np.asarray(covariances(jnp.eye(2), jnp.zeros(2), jax.random.key(3)), np.float64)
-    image = np.asarray(covariances(a, b, jax.random.key(4)), np.float64)
+    compiled = compiled_for_run_time(covariances, a, b, jax.random.key(4))
+    base = np.asarray(compiled(jnp.eye(2), jnp.zeros(2), jax.random.key(3)), np.float64)
+    image = np.asarray(compiled(a, b, jax.random.key(4)), np.float64)
     identity = np.eye(2).reshape(-1)
     se = image.std(axis=0, ddof=1) / systems**0.5
     assert np.all(se <= 0.15) and np.all(se > 0), se

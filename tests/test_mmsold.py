@@ -9,6 +9,7 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 import scipy.stats
+from _xla import compiled_for_run_time
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import jaxsample
@@ -263,8 +264,11 @@ def test_circle_particles_match_exact_tilt_by_quadrature():
             r = jnp.linalg.norm(state.positions, axis=1)
             return jnp.stack([jnp.mean(r), jnp.mean(r**2), jnp.mean((r < r0).astype(r.dtype))])
 
-        # burn-in and measurement in one run (one compiled loop), the first 300 steps dropped
-        _, trace = jaxsample.run(jax.random.key(1), alg, state, 1300, transform=stats)
+        # burn-in and measurement in one run (one compiled loop, compiled to run: it spends
+        # seconds running, not compiling), the first 300 steps dropped
+        run = lambda key, state: jaxsample.run(key, alg, state, 1300, transform=stats)[1]
+        key = jax.random.key(1)
+        trace = compiled_for_run_time(run, key, state)(key, state)
     batches = np.asarray(trace)[300:].reshape(10, 100, 3).mean(axis=1)
     batch_stats = np.stack([batches[:, 0], np.sqrt(batches[:, 1] - batches[:, 0] ** 2),
                             batches[:, 2]], axis=1)
