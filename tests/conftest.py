@@ -22,11 +22,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and importlib.util.find_spec("f
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 # Four fake CPU devices for the sharding tests, and the compile-time settings of tests/_xla.py
-# (the backend's optimisation level 0 and the legacy fusion emitter: measured, the README command
-# went from 14 min 43 s to 11-12.5 min with the level alone, and the emitter halves what
-# compilation is left). What they can change is the order of a float reduction, so tests that
-# compare two differently compiled programs bit for bit are marked ``default_compiler`` and run in
-# a child at XLA's defaults (tests/test_default_compiler.py). Set a flag yourself to override it;
+# (the backend's optimisation level 0 and the legacy fusion emitter; measured, the README command
+# went from 14 min 43 s at XLA's defaults to 11-12.5 min at level 0 on one 2-core host, and from
+# 18 min at level 0 to 10-10.5 min with the emitter added on a slower one). What they can change
+# is the order of a float reduction, so tests that compare two differently compiled programs bit
+# for bit are marked ``default_compiler`` and run in a child at XLA's defaults
+# (tests/test_default_compiler.py). Set a flag yourself to override it;
 # JAXSAMPLE_TESTS_DEFAULT_COMPILER=1 runs the whole suite at XLA's defaults.
 from _xla import FAST_COMPILE  # noqa: E402  (XLA_FLAGS before jax: no jax import above)
 
