@@ -279,7 +279,8 @@ def _speed_table(size: str) -> BenchTable:
 
     def ratios(process, rule):
         """The rule's step time over Bernoulli's within each repeat (timed back to back)."""
-        return [a / b for a, b in zip(samples[process, rule], samples[process, "bernoulli"])]
+        pairs = zip(samples[process, rule], samples[process, "bernoulli"], strict=True)
+        return [a / b for a, b in pairs]
 
     cost = {rule: step_cost(rule) for rule in ("bernoulli", "weyl_window")}
     notes = [
