@@ -26,8 +26,11 @@ KL needs no sampling: the item stage is the exact softmax inside the drawn clust
 ``P_c = Z_c / Z`` the exact cluster masses (one pass over the N scores per query); a few queries
 are also checked against full enumeration of ``index.proposal_log_probs``.
 
-Everything runs in a child process pinned to one thread (XLA's CPU client without its Eigen
-thread pool, ``OMP/OPENBLAS/MKL_NUM_THREADS=1`` for NumPy), as the issue measured.
+Everything runs in a child process pinned to one core (``os.sched_setaffinity`` where the OS
+has it; XLA's CPU client without its Eigen thread pool, ``OMP/OPENBLAS/MKL_NUM_THREADS=1`` for
+NumPy), as the issue measured: without the pin XLA still splits large reductions (the exact
+draw, the floor's streaming sum) over its intra-op threads, which made the floor a two-core
+rate (36 against 24 GB/s for the same sum pinned).
 
     python bench/run.py --only softmax_protocol --out bench/results_softmax_protocol.md
 """
@@ -169,7 +172,7 @@ def _timed_loop(fn, count):
 
 
 def _machine_rates(x, index, key, query, tau) -> dict:
-    """What bounds a draw on this thread: ``dispatch``, seconds of a jitted call that takes the
+    """What bounds a draw on this core: ``dispatch``, seconds of a jitted call that takes the
     draw's own arguments (key, index pytree, query, tau) and returns at once; ``stream``, bytes/s
     of a jitted sum over the N x d items (they do not fit any cache); ``flops``, flop/s of a
     float32 matrix product of the cluster stage's shape."""
@@ -340,7 +343,7 @@ def _tables(result: dict) -> list[BenchTable]:
     for case in result["cases"]:
         kind = "balanced" if case["balanced"] else "unbalanced"
         title = (f"Two-level softmax, authors' protocol: N={n:.0e}, d={d}, K={k} {kind} clusters "
-                 f"(largest {case['largest']}, mean {case['mean']:.0f}), single thread")
+                 f"(largest {case['largest']}, mean {case['mean']:.0f}), one core")
         rows = []
         exact = case["exact"]
         for tau in TAUS:
@@ -387,7 +390,7 @@ def _tables(result: dict) -> list[BenchTable]:
             f"full enumeration (index.proposal_log_probs vs index.exact_log_probs) on 2 queries "
             f"at tau=0.1 equals the KL decomposition to {case.get('enumeration_check', 0):.1e}",
             f"set-up: {seconds}",
-            f"floor: what no implementation reading the same bytes can beat on this thread, "
+            f"floor: what no implementation reading the same bytes can beat on this core, "
             f"from its measured rates: a jitted call taking the draw's arguments and returning "
             f"at once {rates['dispatch'] * 1e6:.0f} us (one query only), streaming "
             f"{rates['stream'] / 1e9:.1f} GB/s (a jitted sum over the N x d items), "
@@ -410,7 +413,7 @@ def _tables(result: dict) -> list[BenchTable]:
                + ("met" if not slow else "missed for " + "; ".join(
                    f"{kind} tau={tau} {label} ({one:.1f}x one, {many:.1f}x batch)"
                    for kind, tau, label, _, one, many, *_ in slow)),
-               f"bound: 3x the NumPy loop lies below this thread's floor (NumPy time / floor "
+               f"bound: 3x the NumPy loop lies below this core's floor (NumPy time / floor "
                f"< 3) in {unreachable_one} of {len(goals)} one-query rows and "
                f"{unreachable_batch} of {len(goals)} batched rows: there no implementation "
                "reading the same bytes can meet the goal; the time / floor column says how "
@@ -434,5 +437,7 @@ def run(size: str) -> list[BenchTable]:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    if hasattr(os, "sched_setaffinity"):  # one core, before jax starts its threads
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     Path(sys.argv[3]).write_text(json.dumps(_worker(sys.argv[2])))

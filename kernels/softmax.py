@@ -56,7 +56,7 @@ import jax.numpy as jnp
 
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.logspace import segment_logsumexp
-from jaxsample.kernels.resampling import categorical
+from jaxsample.kernels.resampling import categorical, inverse_cdf
 
 __all__ = [
     "VARIANTS",
@@ -392,21 +392,19 @@ def _stream(stats: ClusterStats, cluster, query, tau, excluded_rows=None, key=No
                 True, mode="drop")
             valid = valid & ~hit
         scores = jnp.where(valid, rows @ query / tau, neg_inf)
-        block_mass = jax.nn.logsumexp(scores)
+        # the log-sum-exp by hand, keeping its exponentials for the pick (one exp per row)
+        top = jnp.max(scores)
+        empty = jnp.isneginf(top)  # an all-excluded block: never taken, NaN-free
+        weights = jnp.exp(scores - jnp.where(empty, 0, top))
+        block_mass = top + jnp.log(jnp.sum(weights))
         new_total = jnp.logaddexp(total, block_mass)
         if key is None:
             return new_total, row, logit
-        empty = jnp.isneginf(block_mass)  # an all-excluded block: never taken, NaN-free
         accept = jnp.where(empty, 0, jnp.exp(block_mass - jnp.where(empty, 0, new_total)))
         u = jax.random.uniform(jax.random.fold_in(key, k), (), dtype)
         take = u < accept
-        # given u < accept, u / accept is uniform on [0, 1): it makes the pick inside the block,
-        # the inverse CDF as a vectorised count (a binary search is a nested loop per block)
-        weights = jnp.exp(scores - jnp.where(empty, 0, block_mass))
-        cdf = jnp.cumsum(weights)
-        target = jnp.minimum(u / jnp.where(take, accept, 1), 1) * cdf[-1]
-        last = block - 1 - jnp.argmax(weights[::-1] > 0).astype(jnp.int32)  # u F_b rounding up
-        j = jnp.minimum(jnp.sum(cdf <= target, dtype=jnp.int32), last)
+        # given u < accept, u / accept is uniform on [0, 1): it makes the pick inside the block
+        j = inverse_cdf(weights, u / jnp.where(take, accept, 1), method="compare_all")
         return (new_total, jnp.where(take, first + j, row),
                 jnp.where(take, scores[j], logit))
 

@@ -1,5 +1,5 @@
 """kernels.resampling: the categorical law (chi-square), batched rows, zero-mass categories, legacy
-keys, and the inverse CDF shared with pre-drawn uniforms."""
+keys, the inverse CDF shared with pre-drawn uniforms, and the blocked cumulative sum under it."""
 
 import jax
 import jax.numpy as jnp
@@ -49,3 +49,22 @@ def test_inverse_cdf_brackets_and_zero_mass():
     np.testing.assert_array_equal(resampling.inverse_cdf(weights, u),
                                   [[0, 1], [0, 1], [2, 2], [2, 3], [2, 3]])
     assert resampling.inverse_cdf(weights[0], jnp.asarray(0.5)).shape == ()
+    # the vectorised count finds the same categories as the binary search
+    np.testing.assert_array_equal(resampling.inverse_cdf(weights, u, method="compare_all"),
+                                  resampling.inverse_cdf(weights, u))
+
+
+def test_cumulative_sum_equals_cumsum_at_every_block_boundary(dtype):
+    """Lengths around the block (16) and its powers (one, two and three levels of recursion),
+    with leading batch axes, against a float64 running sum. Each output adds at most 16
+    positive terms per level of the recursion, so its error is below 16 eps of the total per
+    level (the worst case; a wrong offset or block order errs by O(1))."""
+    cumsum = jax.jit(resampling.cumulative_sum)
+    for k in (1, 15, 16, 17, 255, 256, 257, 4097):
+        x = np.random.default_rng(k).random((2, 3, k))
+        out = np.asarray(cumsum(jnp.asarray(x, dtype)), np.float64)
+        expected = np.cumsum(x.astype(dtype), axis=-1, dtype=np.longdouble)
+        assert out.shape == x.shape and cumsum(jnp.asarray(x, dtype)).dtype == dtype
+        levels = max(1, int(np.ceil(np.log(k) / np.log(16))))
+        tol = 16 * levels * np.finfo(dtype).eps
+        assert np.max(np.abs(out - expected) / expected[..., -1:]) <= tol, k
