@@ -133,9 +133,12 @@ def make_reference(posterior: Posterior, *, seed: int = 0, num_chains: int = 4,
     draws (target acceptance ``REFERENCE_ACCEPTANCE`` or 0.95 when None: smaller steps, fewer
     divergences) and store per-coordinate
     ``mean``, ``sd``, ``mean_se``, ``sd_se``, ``ess``, ``ess_sd``, ``rhat``,
-    ``REFERENCE_DRAWS`` thinned draws (float32), the NUTS cost
-    (``num_gradient_evals``: leapfrog steps of warm-up and sampling over all chains) and the
-    settings.
+    ``REFERENCE_DRAWS`` thinned draws (float32; none where ``posterior.reference_draws`` is
+    False), the NUTS cost (``num_gradient_evals``: leapfrog steps of warm-up and sampling over
+    all chains) and the settings. Where ``posterior.reference_from = (name, transform)``, NUTS
+    runs on the posterior ``name`` instead (its density and init) and every draw is mapped by
+    ``transform`` before anything is computed from it; the file names ``name`` in
+    ``reference_from``.
     """
     rng = np.random.default_rng(seed)
     if posterior.exact is not None:
@@ -148,21 +151,31 @@ def make_reference(posterior: Posterior, *, seed: int = 0, num_chains: int = 4,
     else:
         if target_acceptance_rate is None:
             target_acceptance_rate = REFERENCE_ACCEPTANCE.get(posterior.name, 0.95)
+        source, transform = posterior, None
+        if posterior.reference_from is not None:
+            source_name, transform = posterior.reference_from
+            source = posteriors.get(source_name)
         with jax.enable_x64(True):
             key = jax.random.key(seed)
             k_init, k_run = jax.random.split(key)
-            x0 = jnp.asarray(posterior.init_fn(k_init, num_chains), jnp.float64)
+            x0 = jnp.asarray(source.init_fn(k_init, num_chains), jnp.float64)
             t0 = time.perf_counter()
             chains, warm, steps, divergent = jax.block_until_ready(nuts(
-                k_run, posterior.logdensity_fn, x0, num_warmup=num_warmup, num_draws=num_draws,
+                k_run, source.logdensity_fn, x0, num_warmup=num_warmup, num_draws=num_draws,
                 target_acceptance_rate=target_acceptance_rate))
             seconds = time.perf_counter() - t0
             chains = np.asarray(chains, np.float64)
+            if transform is not None:
+                chains = np.asarray(transform(chains), np.float64)
             warm, steps, divergent = (np.asarray(a) for a in (warm, steps, divergent))
             out = _moments_with_errors(chains)
-        flat = chains.reshape(-1, posterior.dim)
-        thin = rng.choice(len(flat), REFERENCE_DRAWS, replace=False)
-        out.update(draws=flat[np.sort(thin)].astype(np.float32), method=np.array("nuts"),
+        if posterior.reference_draws:
+            flat = chains.reshape(-1, posterior.dim)
+            thin = rng.choice(len(flat), REFERENCE_DRAWS, replace=False)
+            out.update(draws=flat[np.sort(thin)].astype(np.float32))
+        if posterior.reference_from is not None:
+            out.update(reference_from=np.array(source.name))
+        out.update(method=np.array("nuts"),
                    seed=np.array(seed), num_chains=np.array(num_chains),
                    num_warmup=np.array(num_warmup), num_draws=np.array(num_draws),
                    target_acceptance_rate=np.array(target_acceptance_rate),
@@ -180,7 +193,8 @@ def make_references(names: Sequence[str] = posteriors.NAMES, **settings) -> None
         if str(ref["method"]) == "exact":
             print(f"{name}: exact", flush=True)
             continue
-        print(f"{name}: NUTS {int(ref['num_chains'])}x{int(ref['num_draws'])} in "
+        source = f" on {ref['reference_from']}" if "reference_from" in ref else ""
+        print(f"{name}: NUTS{source} {int(ref['num_chains'])}x{int(ref['num_draws'])} in "
               f"{float(ref['seconds']):.0f}s, min ESS {ref['ess'].min():.0f} (sd: "
               f"{ref['ess_sd'].min():.0f}), max R-hat {ref['rhat'].max():.4f}, "
               f"{int(ref['num_divergent'])} divergences, "
@@ -196,8 +210,10 @@ def evaluate(samples, posterior: Posterior, reference: dict | None = None) -> di
         ``sd_ratio`` (mean over coordinates of ``sd / σ_ref``), ``sd_ratio_min``,
         ``sd_ratio_max``, ``mean_bias2`` (mean over coordinates of ``((m − μ_ref)/σ_ref)²``;
         ``1/n`` for ``n`` independent exact draws), ``distinct`` (unique rows), ``energy``
-        (energy distance to the reference draws with coordinates divided by ``σ_ref``) and
-        ``nonfinite`` (rows with a NaN or inf, dropped from the other numbers).
+        (energy distance to the reference draws with coordinates divided by ``σ_ref``; None
+        where the reference stores no draws, which the table shows as ``-``, NaN where fewer
+        than two rows are finite) and ``nonfinite`` (rows with a NaN or inf, dropped from the
+        other numbers).
     """
     reference = load_reference(posterior) if reference is None else reference
     x = np.asarray(samples, np.float64)
@@ -209,14 +225,16 @@ def evaluate(samples, posterior: Posterior, reference: dict | None = None) -> di
                     distinct=len(x), energy=nan, nonfinite=int(np.sum(~finite)))
     mu, sigma = reference["mean"], reference["sd"]
     ratio = x.std(0) / sigma
-    z_ref = reference["draws"].astype(np.float64) / sigma
+    energy = None
+    if "draws" in reference:
+        z_ref = reference["draws"].astype(np.float64) / sigma
+        energy = float(energy_distance(jnp.asarray(x / sigma, jnp.float32),
+                                       jnp.asarray(z_ref, jnp.float32))[0])
     return dict(
         sd_ratio=float(ratio.mean()), sd_ratio_min=float(ratio.min()),
         sd_ratio_max=float(ratio.max()),
         mean_bias2=float(np.mean(np.square((x.mean(0) - mu) / sigma))),
-        distinct=int(len(np.unique(x, axis=0))),
-        energy=float(energy_distance(jnp.asarray(x / sigma, jnp.float32),
-                                     jnp.asarray(z_ref, jnp.float32))[0]),
+        distinct=int(len(np.unique(x, axis=0))), energy=energy,
         nonfinite=int(np.sum(~finite)))
 
 

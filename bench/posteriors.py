@@ -4,11 +4,16 @@ Each entry of the registry is a :class:`Posterior`: a log-density over the *unco
 for one point ``(dim,)`` (jittable, float32 and float64 safe: data are cast to the point's dtype),
 its start distribution, and the name of its reference file under ``bench/references/``. The
 references are long NUTS runs (``python bench/bench_posteriors.py --make-references``) or, where
-the moments are known in closed form (``Posterior.exact``), the formula and exact draws.
+the moments are known in closed form (``Posterior.exact``), the formula and exact draws. A
+posterior whose own parametrisation defeats NUTS takes its reference from an equivalent one
+(``Posterior.reference_from``: NUTS on the other form, every draw mapped across).
 
 Real data:
 
 - ``eight_schools_noncentred`` (10): Rubin (1981) / Gelman et al., *BDA* §5.5, non-centred.
+- ``eight_schools_centred`` (10): the same model as users write it first, centred (the funnel
+  between tau and theta); reference: NUTS on the non-centred form, draws mapped to centred
+  coordinates.
 - ``german_credit_logistic`` (21): logistic regression on the bundled Statlog German credit data.
 - ``radon_varying_intercept`` (90): Gelman & Hill (2007) §12 Minnesota radon, county intercepts
   with the county uranium predictor, non-centred (data: ``bench/references/radon.csv``).
@@ -68,6 +73,12 @@ class Posterior(NamedTuple):
         exact: the law itself where it is known in closed form (a :mod:`jaxsample.targets`
             object with ``mean``, ``cov`` and ``sample(key, n)``); None where NUTS is the
             reference.
+        reference_from: ``(name, transform)`` where the reference is NUTS on the registry's
+            posterior ``name``, the same law in another parametrisation, and ``transform`` maps
+            its draws ``(..., d_name)`` (NumPy, float64) to this posterior's coordinates
+            ``(..., d)``; None where NUTS runs on this posterior itself.
+        reference_draws: whether the reference stores thinned draws (for energy distances);
+            False keeps a large-``d`` reference to its moments.
     """
 
     name: str
@@ -77,6 +88,8 @@ class Posterior(NamedTuple):
     reference_file: str
     description: str
     exact: object | None = None
+    reference_from: tuple[str, Callable] | None = None
+    reference_draws: bool = True
 
 
 def _density_of(target):
@@ -129,6 +142,32 @@ def _eight_schools():
         "Eight schools (Rubin 1981), non-centred: x = (mu, log tau, theta_std[8]); "
         "mu ~ N(0, 5^2), tau ~ HalfCauchy(5), theta_std ~ N(0, 1), "
         "y_j ~ N(mu + tau theta_std_j, sigma_j^2). Init N(0, I).")
+
+
+def _eight_schools_to_centred(draws):
+    """Non-centred draws ``(..., 10)`` to centred ones: ``theta = mu + tau theta_std``."""
+    mu, log_tau, theta_std = draws[..., :1], draws[..., 1:2], draws[..., 2:]
+    return np.concatenate([mu, log_tau, mu + np.exp(log_tau) * theta_std], axis=-1)
+
+
+def _eight_schools_centred():
+    def logdensity(x):
+        mu, log_tau, theta = x[0], x[1], x[2:]
+        y = jnp.asarray(EIGHT_SCHOOLS_Y, x.dtype)
+        sigma = jnp.asarray(EIGHT_SCHOOLS_SIGMA, x.dtype)
+        return (norm.logpdf(mu, 0.0, 5.0) + _half_cauchy_log_scale(log_tau, 5.0)
+                + jnp.sum(norm.logpdf(theta, mu, jnp.exp(log_tau)))
+                + jnp.sum(norm.logpdf(y, theta, sigma)))
+
+    return Posterior(
+        "eight_schools_centred", 10, logdensity, _standard_normal_init(10),
+        "eight_schools_centred.npz",
+        "Eight schools (Rubin 1981), centred: x = (mu, log tau, theta[8]); mu ~ N(0, 5^2), "
+        "tau ~ HalfCauchy(5), theta_j ~ N(mu, tau^2), y_j ~ N(theta_j, sigma_j^2): a funnel "
+        "between tau and theta. Reference: NUTS on eight_schools_noncentred (the same law after "
+        "theta = mu + tau theta_std; NUTS on this form diverges in the neck and is biased), "
+        "every draw mapped to these coordinates. Init N(0, I).",
+        reference_from=("eight_schools_noncentred", _eight_schools_to_centred))
 
 
 # --- German credit logistic regression ---------------------------------------------------------
@@ -301,6 +340,7 @@ def _stochastic_volatility():
 
 _BUILDERS = {
     "eight_schools_noncentred": _eight_schools,
+    "eight_schools_centred": _eight_schools_centred,
     "german_credit_logistic": _german_credit,
     "radon_varying_intercept": _radon,
     "ill_conditioned_gaussian": _ill_conditioned_gaussian,
@@ -323,6 +363,10 @@ def get(name: str) -> Posterior:
 def load_reference(posterior: Posterior) -> dict:
     """The reference of ``posterior`` as a dict of NumPy arrays (``mean``, ``sd``, ``mean_se``,
     ``sd_se``, ``draws``, …; see ``bench_posteriors.make_reference``).
+
+    ``draws`` is absent where ``posterior.reference_draws`` is False (moments only); a
+    reference taken from another parametrisation (``posterior.reference_from``) names it in
+    ``reference_from``.
 
     Raises:
         FileNotFoundError: the reference has not been made (run ``python
