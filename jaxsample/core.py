@@ -95,14 +95,25 @@ def _default_transform(state: PyTree, info: PyTree) -> PyTree:
     return info
 
 
-def _check_first_step(first_step):
-    """A step counter: a Python int ``>= 0`` or an integer scalar array (e.g. a returned count)."""
+def _check_first_step(first_step, state):
+    """The number of the run's first step: ``first_step`` where given (a Python int ``>= 0`` or
+    an integer scalar array, e.g. a returned count), else the state's own ``step`` counter, else
+    0 (a state without one: a BlackJAX state, a bare array)."""
+    name = "first_step"
+    if first_step is None:
+        first_step = getattr(state, "step", None)
+        if first_step is None:
+            return jnp.zeros((), jnp.int32)
+        name = f"{type(state).__name__}.step"
     if isinstance(first_step, int) and not isinstance(first_step, bool):
-        check_int("first_step", first_step, 0)
+        check_int(name, first_step, 0)
     elif not (hasattr(first_step, "dtype") and jnp.issubdtype(first_step.dtype, jnp.integer)
               and jnp.ndim(first_step) == 0):
-        raise TypeError("first_step must be a non-negative int or an integer scalar array, got "
-                        f"{type(first_step).__name__}")
+        hint = ("" if name == "first_step" else " (the state's step counter; pass first_step= "
+                "for a state whose step is something else)")
+        shape = getattr(first_step, "shape", ())
+        raise TypeError(f"{name} must be a non-negative int or an integer scalar array{hint}, "
+                        f"got {type(first_step).__name__}{f' of shape {shape}' if shape else ''}")
     return jnp.asarray(first_step, jnp.int32)
 
 
@@ -124,50 +135,55 @@ def run(
     initial_state: PyTree,
     num_steps: int,
     *,
-    first_step: int | jax.Array = 0,
+    first_step: int | jax.Array | None = None,
     transform: Callable[[PyTree, PyTree], PyTree] | None = None,
     progress: Any | None = None,
 ) -> tuple[PyTree, PyTree]:
     """Run ``algorithm`` for ``num_steps`` steps as one ``lax.scan``.
 
-    Step ``t`` (counted from ``first_step``) uses the key ``jax.random.fold_in(key, t)``: the key
-    of a step depends on the run's ``key`` and the step's number only, never on how many steps a
-    call makes. So a run continued from its returned state equals one long run, bit for bit::
+    Step ``t`` uses the key ``jax.random.fold_in(key, t)``, counted from the run's first step:
+    the key of a step depends on the run's ``key`` and the step's number only, never on how many
+    steps a call makes. Every jaxsample state carries its step counter (``state.step``, int32,
+    incremented by each step), and the run starts from it, so a run continued from its returned
+    state equals one long run, bit for bit::
 
         state, _ = run(key, alg, state0, 500)
-        state, _ = run(key, alg, state, 500, first_step=500)   # == run(key, alg, state0, 1000)
+        state, _ = run(key, alg, state, 500)        # == run(key, alg, state0, 1000)
 
-    and ``run`` equals the hand loop
+    and ``run`` from a fresh state equals the hand loop
     ``for t in range(num_steps): state, info = algorithm.step(fold_in(key, t), state)``.
-    States differ between methods, so the driver does not read the counter from the state: the
-    caller passes ``first_step`` (:func:`run_until` returns the count it reached).
+    ``first_step=`` overrides the counter. A state without a ``step`` field (a BlackJAX state,
+    a bare array) starts at 0 on every call: pass ``first_step=`` to continue such a run (a
+    state holding another, such as :class:`~jaxsample.mcmc.StopState`, is read at its own
+    counter, not the inner one's). Under ``jax.vmap`` over chains each chain reads its own
+    counter.
 
     The whole loop is compiled once per step *structure*, ``num_steps``, ``transform``,
     ``progress`` and input shapes. The array leaves of ``algorithm.step`` (the float
     hyper-parameters of every jaxsample sampler: its step is a pytree, an ``equinox.Module`` or
     ``equinox.Partial``) are traced arguments of the compiled loop, so two algorithms that differ
     only in those values share one compilation, and ``jax.vmap`` over a hyper-parameter works.
-    ``first_step`` is traced too (resuming does not recompile). A plain Python closure as
-    ``step`` is static: it compiles once per function object.
+    The first step's number is traced too (resuming does not recompile). A plain Python closure
+    as ``step`` is static: it compiles once per function object.
 
-    **Checkpoint and resume.** A state is a pytree of arrays, so equinox serialises it; store
-    the step counter beside it and pass it back as ``first_step``:
+    **Checkpoint and resume.** A state is a pytree of arrays, its step counter included, so
+    equinox serialises it and the resumed run needs nothing else:
 
         >>> import os, tempfile
         >>> import equinox as eqx, jax, jax.numpy as jnp
         >>> import jaxsample
-        >>> alg = jaxsample.SamplingAlgorithm(
-        ...     init=lambda x: x,
-        ...     step=lambda k, x: (0.9 * x + jax.random.normal(k, x.shape), jnp.sum(x)))
+        >>> from jaxsample.mcmc import mala
+        >>> alg = mala(lambda x: -0.5 * jnp.sum(x**2), step_size=0.5)
         >>> key, state = jax.random.key(0), alg.init(jnp.zeros(2))
         >>> state, _ = jaxsample.run(key, alg, state, 30)
         >>> path = os.path.join(tempfile.mkdtemp(), "run.eqx")
-        >>> eqx.tree_serialise_leaves(path, (state, jnp.asarray(30)))  # checkpoint
-        >>> like = (alg.init(jnp.zeros(2)), jnp.asarray(0))
-        >>> state, step = eqx.tree_deserialise_leaves(path, like)       # resume, later
-        >>> state, _ = jaxsample.run(key, alg, state, 20, first_step=step)
+        >>> eqx.tree_serialise_leaves(path, state)                     # checkpoint
+        >>> state = eqx.tree_deserialise_leaves(path, alg.init(jnp.zeros(2)))  # resume, later
+        >>> int(state.step)
+        30
+        >>> state, _ = jaxsample.run(key, alg, state, 20)
         >>> long, _ = jaxsample.run(key, alg, alg.init(jnp.zeros(2)), 50)
-        >>> bool(jnp.all(state == long))
+        >>> bool(jnp.all(state.position == long.position))
         True
 
     Args:
@@ -179,7 +195,8 @@ def run(
         initial_state: the state returned by ``algorithm.init`` (or by an earlier run).
         num_steps: number of steps, a Python int ``>= 1``.
         first_step: number of the first step (steps already taken by earlier segments of the
-            run), an int or an integer scalar array; default 0.
+            run), an int or an integer scalar array; default ``None``: the state's ``step``
+            counter, or 0 for a state without one.
         transform: ``transform(state, info) -> pytree`` chooses what the trace keeps at each
             step. Default: the step's ``info`` (light by convention: scalars and flags). Pass
             ``lambda state, info: state.positions`` to keep positions.
@@ -203,7 +220,7 @@ def run(
     """
     _check_algorithm(algorithm)
     num_steps = check_int("num_steps", num_steps, 1)
-    first_step = _check_first_step(first_step)
+    first_step = _check_first_step(first_step, initial_state)
     if transform is not None and not callable(transform):
         raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
     check_progress(progress)
@@ -232,8 +249,9 @@ class RunUntilInfo(NamedTuple):
     """How a :func:`run_until` call ended.
 
     Attributes:
-        num_steps: int32, steps taken by this call (pass ``first_step + num_steps`` as the next
-            segment's ``first_step``).
+        num_steps: int32, steps taken by this call (a jaxsample state's ``step`` counter
+            advanced by as many; for a state without one, pass ``first_step + num_steps`` as
+            the next segment's ``first_step``).
         done: bool, ``done_fn`` held at the final state (``False``: stopped at ``max_steps``).
         nonfinite: bool, some step's info reported ``nonfinite`` (steps whose info has no
             ``nonfinite`` field count as finite).
@@ -251,15 +269,16 @@ def run_until(
     *,
     done_fn: Callable[[PyTree], Any],
     max_steps: int | jax.Array,
-    first_step: int | jax.Array = 0,
+    first_step: int | jax.Array | None = None,
     progress: Any | None = None,
 ) -> tuple[PyTree, RunUntilInfo]:
     """Step ``algorithm`` until ``done_fn(state)`` holds or ``max_steps`` steps were taken.
 
     One ``lax.while_loop``: ``done_fn`` is tested before every step (a state that is done at the
-    start takes no step). Step keys are those of :func:`run`, ``fold_in(key, first_step + t)``,
-    so ``run_until`` followed by ``run(..., first_step=info.num_steps)`` continues the same
-    stream, and ``run_until`` stopped by its cap equals ``run`` for ``max_steps`` steps.
+    start takes no step). Step keys are those of :func:`run`, ``fold_in(key, first_step + t)``
+    with ``first_step`` the state's ``step`` counter unless given, so ``run_until`` followed by
+    ``run`` on the returned state continues the same stream, and ``run_until`` stopped by its
+    cap equals ``run`` for ``max_steps`` steps.
 
     Under ``jax.vmap`` (one key and state per chain) every chain keeps its own count and stops
     on its own: a finished chain is frozen while the others run, so a batch equals a loop over
@@ -272,7 +291,8 @@ def run_until(
         done_fn: ``done_fn(state) -> bool`` scalar, jittable.
         max_steps: cap on the number of steps, ``>= 0`` (an int or an integer scalar array,
             traced: changing it does not recompile).
-        first_step: number of the first step, as in :func:`run`.
+        first_step: number of the first step, as in :func:`run` (default: the state's
+            ``step`` counter, or 0 for a state without one).
         progress: an optional meter; it reports ``(t, max_steps)`` (``max_steps`` must then be
             a Python int).
 
@@ -298,7 +318,7 @@ def run_until(
               and jnp.ndim(max_steps) == 0):
         raise TypeError("max_steps must be a non-negative int or an integer scalar array, got "
                         f"{type(max_steps).__name__}")
-    first_step = _check_first_step(first_step)
+    first_step = _check_first_step(first_step, initial_state)
     check_progress(progress)
     if progress is not None and not isinstance(max_steps, int):
         raise TypeError("max_steps must be a Python int when progress is given (the meter's "

@@ -316,6 +316,50 @@ def test_untraceable_entries_say_why():
             assert entry.hyper is None and "not jittable" in entry.note, entry.name
 
 
+_RESUMABLE = [e for e in REGISTRY if e.start is not None]
+
+
+@pytest.mark.parametrize("entry", _RESUMABLE, ids=_ids(_RESUMABLE))
+def test_a_run_continued_from_its_state_equals_one_long_run(entry):
+    """``run(k, alg, s, 2)`` then ``run(k, alg, s2, 2)``, the natural call (the state's ``step``
+    counter numbers the step keys), equals ``run(k, alg, s, 4)``: final states and traces, bit
+    for bit. The two programs differ only in the scan's trip count: both run the one step
+    body XLA compiled for it on the same inputs and keys, so nothing may differ, not even
+    round-off."""
+    dtype = entry.dtypes[0]
+    with _with_dtype(dtype):
+        _skip_without_requirements(entry)
+        alg, state = entry.start(jnp.dtype(dtype))
+        half, first = jaxsample.run(KEY, alg, state, 2)
+        resumed, second = jaxsample.run(KEY, alg, half, 2)
+        whole, trace = jaxsample.run(KEY, alg, state, 4)
+    assert int(half.step) == int(state.step) + 2 and int(resumed.step) == int(state.step) + 4
+    for x, y in zip(jax.tree.leaves(resumed), jax.tree.leaves(whole), strict=True):
+        np.testing.assert_array_equal(x, y, err_msg="2 + 2 steps != 4 steps (final state)")
+    joined = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), first, second)
+    for x, y in zip(jax.tree.leaves(joined), jax.tree.leaves(trace), strict=True):
+        np.testing.assert_array_equal(x, y, err_msg="2 + 2 steps != 4 steps (trace)")
+
+
+def _unresumable(registry, public):
+    """The public iterative constructors (``-> SamplingAlgorithm``) that no entry's ``start``
+    calls."""
+    starts = [_called_names(e.start) for e in registry if e.start is not None]
+    return [name for name, fn in public.items()
+            if "SamplingAlgorithm" in str(inspect.signature(fn).return_annotation)
+            and not any(fn.__name__ in called for called in starts)]
+
+
+def test_every_iterative_constructor_is_resumed():
+    """Every public function returning a ``SamplingAlgorithm`` is run in two segments by some
+    entry's ``start``; dropping one is reported."""
+    public = _public_functions()
+    assert not _unresumable(REGISTRY, public)
+    entry = next(e for e in REGISTRY if e.name == "mcmc.tempering")
+    assert _unresumable([e for e in REGISTRY if e is not entry], public) == [
+        "mcmc.parallel_tempering"]
+
+
 _BAD = [pytest.param(bad, id=f"{e.name}-{i}") for e in REGISTRY
         for i, bad in enumerate(e.bad_inputs)]
 

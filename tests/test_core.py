@@ -1,6 +1,7 @@
 """The run driver and progress meters."""
 
 import io
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -38,33 +39,89 @@ def test_run_equals_hand_loop(dtype):
     assert final.dtype == dtype and trace["mean"].shape == (20,)
 
 
+class _CountedState(NamedTuple):
+    x: jax.Array
+    step: jax.Array
+
+
+def _counted_kernel(key, state, *, rho):
+    new, info = _ar1_kernel(key, state.x, rho=rho)
+    return _CountedState(new, state.step + 1), info
+
+
+def _counted_ar1(rho=0.9):
+    """An AR(1) chain whose state carries its step counter, as every jaxsample state does."""
+    step = eqx.Partial(_counted_kernel, rho=check_hyperparameter("rho", rho))
+    return SamplingAlgorithm(init=lambda x: _CountedState(x, jnp.zeros((), jnp.int32)),
+                             step=step)
+
+
 def test_run_continued_from_its_state_equals_one_long_run():
-    """Per-step keys come from the step counter: 2 x 500 steps == 1000 steps, bit for bit."""
-    alg = _ar1_pytree(0.9)
-    key, x0 = jax.random.key(4), jnp.zeros(3)
-    long_state, long_trace = run(key, alg, x0, 1000)
-    half, first = run(key, alg, x0, 500)
-    resumed, second = run(key, alg, half, 500, first_step=500)
-    np.testing.assert_array_equal(resumed, long_state)
+    """The run reads the state's step counter: 2 x 500 steps == 1000 steps, bit for bit, with
+    no argument to pass."""
+    alg = _counted_ar1(0.9)
+    key, s0 = jax.random.key(4), alg.init(jnp.zeros(3))
+    long_state, long_trace = run(key, alg, s0, 1000)
+    half, first = run(key, alg, s0, 500)
+    resumed, second = run(key, alg, half, 500)
+    assert int(resumed.step) == 1000
+    np.testing.assert_array_equal(resumed.x, long_state.x)
     np.testing.assert_array_equal(jnp.concatenate([first["mean"], second["mean"]]),
                                   long_trace["mean"])
     # the counter is traced: resuming at another step reuses the compiled loop
     size = jaxsample.core._run._cache_size()
-    run(key, alg, half, 500, first_step=jnp.asarray(7))
+    run(key, alg, half._replace(step=jnp.asarray(7, jnp.int32)), 500)
     assert jaxsample.core._run._cache_size() == size
 
 
+def test_explicit_first_step_wins_and_a_state_without_a_counter_starts_at_zero():
+    key, alg = jax.random.key(4), _counted_ar1(0.9)
+    s0 = alg.init(jnp.zeros(3))
+    half, _ = run(key, alg, s0, 5)
+    # first_step= overrides the counter: steps 0-4 again, from the advanced state
+    again, _ = run(key, alg, half, 5, first_step=0)
+    np.testing.assert_array_equal(again.x, run(key, alg, half._replace(step=s0.step), 5)[0].x)
+    # a bare-array state (a BlackJAX-like state without `step`) restarts at 0 unless told
+    bare = _ar1_pytree(0.9)
+    x5, _ = run(key, bare, jnp.zeros(3), 5)
+    np.testing.assert_array_equal(run(key, bare, x5, 5)[0], run(key, bare, x5, 5,
+                                                                first_step=0)[0])
+    np.testing.assert_array_equal(run(key, bare, x5, 5, first_step=5)[0],
+                                  run(key, bare, jnp.zeros(3), 10)[0])
+
+
+def test_a_state_whose_step_is_not_a_counter_raises():
+    alg = SamplingAlgorithm(init=lambda x: _CountedState(x, x), step=lambda k, s: (s, None))
+    with pytest.raises(TypeError, match="_CountedState.step must be .* first_step="):
+        run(jax.random.key(0), alg, alg.init(jnp.zeros(3)), 2)
+    # an explicit first_step is used instead of the field
+    run(jax.random.key(0), alg, alg.init(jnp.zeros(3)), 2, first_step=0)
+
+
+def test_vmap_over_chains_reads_each_chains_counter():
+    """Two chains at different steps, batched: each continues its own key stream."""
+    alg, key = _counted_ar1(0.9), jax.random.key(8)
+    states = jax.vmap(alg.init)(jnp.zeros((2, 3)))
+    states = states._replace(step=jnp.asarray([0, 4], jnp.int32))
+    finals, _ = jax.vmap(lambda s: run(key, alg, s, 3))(states)
+    np.testing.assert_array_equal(finals.step, [3, 7])
+    for i in range(2):
+        alone, _ = run(key, alg, jax.tree.map(lambda leaf, i=i: leaf[i], states), 3)
+        np.testing.assert_allclose(finals.x[i], alone.x, rtol=1e-6)
+
+
 def test_checkpoint_resume_with_equinox_serialisation(tmp_path, dtype):
-    """The recipe in run's docstring: serialise (state, step), deserialise, continue."""
-    alg = _ar1_pytree(0.9)
-    key, x0 = jax.random.key(5), jnp.zeros(3, dtype)
-    state, _ = run(key, alg, x0, 30)
+    """The recipe in run's docstring: serialise the state (its counter inside), deserialise,
+    continue."""
+    alg = _counted_ar1(0.9)
+    key, s0 = jax.random.key(5), alg.init(jnp.zeros(3, dtype))
+    state, _ = run(key, alg, s0, 30)
     path = tmp_path / "run.eqx"
-    eqx.tree_serialise_leaves(path, (state, jnp.asarray(30)))
-    restored, step = eqx.tree_deserialise_leaves(path, (jnp.zeros(3, dtype), jnp.asarray(0)))
-    assert restored.dtype == dtype and int(step) == 30
-    resumed, _ = run(key, alg, restored, 20, first_step=step)
-    np.testing.assert_array_equal(resumed, run(key, alg, x0, 50)[0])
+    eqx.tree_serialise_leaves(path, state)
+    restored = eqx.tree_deserialise_leaves(path, s0)
+    assert restored.x.dtype == dtype and int(restored.step) == 30
+    resumed, _ = run(key, alg, restored, 20)
+    np.testing.assert_array_equal(resumed.x, run(key, alg, s0, 50)[0].x)
 
 
 def _walk_algorithm():
@@ -88,9 +145,18 @@ def test_run_until_stops_at_done_and_continues_the_run_stream():
     _, path = run(key, alg, x0, steps, transform=lambda s, i: s)
     np.testing.assert_array_equal(path[-1], state)
     assert bool(_outside(path[-1])) and not bool(jnp.any(_outside(path[:-1])))
-    # continuing with run from the returned count equals one long run
+    # continuing with run from the returned count equals one long run (a bare-array state
+    # has no counter: the count is passed)
     cont, _ = run(key, alg, state, 5, first_step=info.num_steps)
     np.testing.assert_array_equal(cont, run(key, alg, x0, steps + 5)[0])
+    # a state that carries its counter continues with no argument
+    counted = _counted_ar1(1.0)
+    s0 = counted.init(jnp.zeros(()))
+    stopped, info = jaxsample.run_until(key, counted, s0, done_fn=lambda s: _outside(s.x),
+                                        max_steps=1000)
+    assert int(stopped.step) == int(info.num_steps) > 0
+    np.testing.assert_array_equal(run(key, counted, stopped, 5)[0].x,
+                                  run(key, counted, s0, int(info.num_steps) + 5)[0].x)
 
 
 def test_run_until_cap_done_at_start_and_vmap_over_chains():

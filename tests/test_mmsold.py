@@ -338,7 +338,9 @@ def test_sharded_particles_on_fake_devices():
     alg = jaxsample.mmsold(data, bandwidth=0.3, smoothing=0.2, step_size=0.05,
                            num_smoothing_samples=4, chunk_size=4)
     state = _start(alg, data, jax.random.key(0), 16, 0.3)
-    sharded = jax.device_put(state, sharding)
+    # the particle leaves split over the devices, the step counter (a scalar) replicated
+    sharded = jax.tree.map(lambda leaf: jax.device_put(
+        leaf, sharding if leaf.ndim else NamedSharding(mesh, PartitionSpec())), state)
     out, info = jaxsample.run(jax.random.key(1), alg, sharded, 3)
     ref, _ = jaxsample.run(jax.random.key(1), alg, state, 3)
     np.testing.assert_allclose(out.positions, ref.positions, rtol=1e-4, atol=1e-4)

@@ -85,13 +85,14 @@ def _primitives(fn, *args):
 
 def test_flat_path_has_no_extra_operations():
     # one MALA step on an array traces to exactly the operations of the Langevin kernel called
-    # directly on the arrays; the pytree form adds only its concatenations and slices
+    # directly on the arrays and the step counter's increment; the pytree form adds only its
+    # concatenations and slices
     alg = mala(_flat_ld, step_size=0.3)
     state = alg.init(jnp.zeros(3))
 
     def direct(key, state):
         return langevin.mala_step(key, state.position, state.logdensity, state.score,
-                                  jax.value_and_grad(_flat_ld), 0.3)
+                                  jax.value_and_grad(_flat_ld), 0.3), state.step + 1
 
     key = jax.random.key(0)
     assert _primitives(alg.step, key, state) == _primitives(direct, key, state)

@@ -588,7 +588,9 @@ class SphericalLinearBO(eqx.Module):
         share one compilation.
 
         Args:
-            key: PRNG key; iteration ``t`` uses ``fold_in(key, t)`` (the driver's keys).
+            key: PRNG key; iteration ``t`` uses ``fold_in(key, t)`` (the driver's keys),
+                counted from 0 on every call, as the trust region restarts: a second call on
+                the returned state continues from its observations, so give it a new key.
             objective: a JAX function mapping ``(batch_size, D)`` decoded points to
                 ``(batch_size,)`` values (to maximise). A host objective (a simulator) runs
                 in a Python loop around :meth:`ask` and :meth:`tell` instead.

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from jaxsample import _pytree
 from jaxsample._checks import (
@@ -37,12 +38,14 @@ PyTree = Any
 
 
 class MALAState(NamedTuple):
-    """One chain: ``position`` (an array ``(d,)`` or the user's pytree), its ``logdensity`` and
-    ``score`` (the gradient, shaped like ``position``)."""
+    """One chain: ``position`` (an array ``(d,)`` or the user's pytree), its ``logdensity``,
+    ``score`` (the gradient, shaped like ``position``) and ``step``, the steps taken (int32; it
+    numbers :func:`jaxsample.run`'s step keys, so a continued run equals one long run)."""
 
     position: PyTree
     logdensity: jax.Array
     score: PyTree
+    step: jax.Array
 
 
 class MALAInfo(NamedTuple):
@@ -65,7 +68,8 @@ def init(position: PyTree, logdensity_fn: Callable, score_fn=AUTODIFF) -> MALASt
     flat, structure = _pytree.ravel(position)
     logdensity, score = _pytree.value_and_score(logdensity_fn, score_fn, structure)(flat)
     return MALAState(position, logdensity.astype(flat.dtype),
-                     _pytree.unravel(score.astype(flat.dtype), structure))
+                     _pytree.unravel(score.astype(flat.dtype), structure),
+                     jnp.zeros((), jnp.int32))
 
 
 @functools.cache
@@ -84,7 +88,7 @@ def build_kernel() -> Callable:
                              _pytree.value_and_score(logdensity_fn, score_fn, structure),
                              step_size)
             new = MALAState(_pytree.unravel(move.position, structure), move.logdensity,
-                            _pytree.unravel(move.drift, structure))
+                            _pytree.unravel(move.drift, structure), state.step + 1)
             return new, MALAInfo(move.acceptance_rate, move.is_accepted, move.nonfinite)
 
     return kernel

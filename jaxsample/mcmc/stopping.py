@@ -86,6 +86,8 @@ class StopState(NamedTuple):
         length: int32, number of moves made.
         truncated: bool, the cap ``max_steps`` was reached before the classifier stopped it.
         max_steps: int32, the cap on ``length``.
+        step: int32, steps taken, frozen ones included (it numbers :func:`jaxsample.run`'s
+            step keys; the ``inner`` state's own counter, where it has one, counts moves).
     """
 
     inner: Any
@@ -93,6 +95,7 @@ class StopState(NamedTuple):
     length: jax.Array
     truncated: jax.Array
     max_steps: jax.Array
+    step: jax.Array
 
 
 class StopStepInfo(NamedTuple):
@@ -143,7 +146,7 @@ def _stop_kernel(key, state: StopState, base_step, stop_prob_fn, position_fn):
         inner_bad = jnp.any(jnp.asarray(getattr(info, "nonfinite", False)))
         bad = (live & ~jnp.isfinite(sigma)) | (move & inner_bad)
         new = StopState(inner, state.done | stop | truncate, state.length + move.astype(jnp.int32),
-                        state.truncated | truncate, state.max_steps)
+                        state.truncated | truncate, state.max_steps, state.step + 1)
         return new, StopStepInfo(move, stop, info, bad)
 
 
@@ -199,9 +202,8 @@ def adaptive_stop(algorithm: SamplingAlgorithm, stop_prob_fn: Callable, *,
 
     def init_fn(position, *, rng_key=None):
         inner = base_init(position) if rng_key is None else base_init(position, rng_key=rng_key)
-        false = jnp.zeros((), bool)
-        return StopState(inner, false, jnp.zeros((), jnp.int32), false,
-                         jnp.asarray(max_steps, jnp.int32))
+        false, zero = jnp.zeros((), bool), jnp.zeros((), jnp.int32)
+        return StopState(inner, false, zero, false, jnp.asarray(max_steps, jnp.int32), zero)
 
     return SamplingAlgorithm(init_fn, step)
 

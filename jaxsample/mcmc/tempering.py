@@ -42,7 +42,8 @@ PyTree = Any
 
 class TemperingState(NamedTuple):
     """The replicas: ``position (K, d)`` (or the user's pytree with a leading ``K`` axis),
-    ``logdensity (K,)`` (of π, untempered), ``score`` (shaped like ``position``).
+    ``logdensity (K,)`` (of π, untempered), ``score`` (shaped like ``position``) and ``step``,
+    the steps taken (int32; it numbers :func:`jaxsample.run`'s step keys).
 
     Row 0 is the chain at inverse temperature 1 (the target).
     """
@@ -50,6 +51,7 @@ class TemperingState(NamedTuple):
     position: PyTree
     logdensity: jax.Array
     score: PyTree
+    step: jax.Array
 
 
 class TemperingInfo(NamedTuple):
@@ -74,7 +76,8 @@ def init(position: PyTree, logdensity_fn: Callable, num_rungs: int,
     fn = jax.vmap(_pytree.value_and_score(logdensity_fn, score_fn, structure))
     logdensity, score = fn(flat)
     return TemperingState(position, logdensity.astype(flat.dtype),
-                          _pytree.unravel(score.astype(flat.dtype), structure))
+                          _pytree.unravel(score.astype(flat.dtype), structure),
+                          jnp.zeros((), jnp.int32))
 
 
 @functools.cache
@@ -113,7 +116,8 @@ def build_kernel() -> Callable:
                      - down.astype(jnp.int32))
             new = TemperingState(_pytree.unravel(move.position[index], structure),
                                  move.logdensity[index],
-                                 _pytree.unravel(move.drift[index], structure))
+                                 _pytree.unravel(move.drift[index], structure),
+                                 state.step + 1)
             rate = jnp.where(active, swap_prob, jnp.nan)
             return new, TemperingInfo(move.acceptance_rate, rate, jnp.any(move.nonfinite))
 

@@ -94,11 +94,14 @@ class MMSOLDState(NamedTuple):
         positions: ``(B, d)`` particles ``Z = mu* + Y L^T`` (the samples).
         coords: ``(B, d)`` whitened coordinates ``Y`` (on the manifold for MM-SOLD).
         prev_noise: ``(B, d)`` the previous step's Gaussian noise (Leimkuhler–Matthews).
+        step: steps taken (int32; it numbers :func:`jaxsample.run`'s step keys, so a
+            continued run equals one long run).
     """
 
     positions: jax.Array
     coords: jax.Array
     prev_noise: jax.Array
+    step: jax.Array
 
 
 class MMSOLDInfo(NamedTuple):
@@ -265,7 +268,7 @@ def init(position: jax.Array, targets: MomentTargets, *, constrained: bool = Tru
         prev_noise = jnp.zeros_like(coords)
     else:
         prev_noise = jax.random.normal(rng_key, coords.shape, coords.dtype)
-    return MMSOLDState(positions, coords, prev_noise)
+    return MMSOLDState(positions, coords, prev_noise, jnp.zeros((), jnp.int32))
 
 
 _init_jit = jax.jit(init, static_argnames=("constrained",))
@@ -370,11 +373,12 @@ def build_kernel(
             nonfinite = ~jnp.all(jnp.isfinite(positions))
             old, structure = _pytree.ravel(state.positions, batch_ndim=1)
             new_state = jax.tree.map(lambda new, old: jnp.where(nonfinite, old, new),
-                                     MMSOLDState(positions, moved, step_noise),
+                                     MMSOLDState(positions, moved, step_noise, state.step),
                                      state._replace(positions=old))
             residual = new_state.positions - mean[None, :]
+            # a kept (non-finite) step still counts: the next step draws the next key
             new_state = new_state._replace(
-                positions=_pytree.unravel(new_state.positions, structure))
+                positions=_pytree.unravel(new_state.positions, structure), step=state.step + 1)
             sample_mean = jnp.mean(residual, axis=0)
             sample_cov = (residual.T @ residual / num_particles
                           - jnp.outer(sample_mean, sample_mean))

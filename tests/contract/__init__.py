@@ -82,6 +82,11 @@ class Entry:
         hyper_values: two distinct values of ``h``.
         iterative: ``fn_h`` calls ``jaxsample.run``: also checks that two values of ``h`` share
             one compilation of it.
+        start: ``start(dtype) -> (algorithm, initial_state)`` for an entry that covers an
+            iterative constructor (one returning a ``SamplingAlgorithm``): the algorithm its
+            build runs and a state from its ``init``. The resumption test runs it in two
+            segments against one long run; every iterative constructor must be covered by an
+            entry with a ``start``.
         bad_inputs: calls that must raise a clear error.
         dtypes: the float dtypes the method supports.
         rtol: relative tolerance of jit-vs-eager and vmap-vs-loop comparisons (float32; float64
@@ -103,6 +108,7 @@ class Entry:
     hyper: Callable[[Any], Callable[[jax.Array, Any], Any]] | None = None
     hyper_values: tuple[float, float] = (0.5, 1.0)
     iterative: bool = False
+    start: Callable[[Any], tuple[Any, Any]] | None = None
     bad_inputs: tuple[BadInput, ...] = ()
     dtypes: tuple[str, ...] = ("float32", "float64")
     rtol: float = 1e-4

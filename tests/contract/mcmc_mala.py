@@ -20,9 +20,13 @@ def _start(dtype):
     return {"a": jnp.asarray([0.5, -0.5], dtype), "b": jnp.asarray(1.0, dtype)}
 
 
-def _run(key, dtype, step_size):
+def _start_state(dtype, step_size=0.5):
     alg = mala(_logdensity, step_size=step_size)
-    return jaxsample.run(key, alg, alg.init(_start(dtype)), 5)
+    return alg, alg.init(_start(dtype))
+
+
+def _run(key, dtype, step_size):
+    return jaxsample.run(key, *_start_state(dtype, step_size), 5)
 
 
 ENTRIES = [Entry(
@@ -32,6 +36,7 @@ ENTRIES = [Entry(
     covers=("mcmc.mala",),
     hyper=lambda dtype: lambda key, step_size: _run(key, dtype, step_size),
     hyper_values=(0.3, 0.5),
+    start=_start_state,
     bad_inputs=(
         BadInput(lambda: mala(_logdensity, step_size=0.0), ValueError, "step_size"),
         BadInput(lambda: mala(3.0, step_size=0.5), TypeError, "logdensity_fn"),

@@ -40,6 +40,17 @@ def _build(dtype):
     return lambda key: _run(key, dtype, 0.5)
 
 
+def _start(dtype):
+    """One stopped chain, σ = 0.1 and a cap of 3: a 4-step run crosses the cap, and steps
+    after a chain stopped are frozen but still counted."""
+    wrapped = adaptive_stop(mala(_logdensity, step_size=0.5), _stop_rarely, max_steps=3)
+    return wrapped, wrapped.init(jnp.asarray([0.5, -0.5], dtype))
+
+
+def _stop_rarely(x):
+    return 0.1
+
+
 def _hyper(dtype):
     return lambda key, step_size: _run(key, dtype, step_size)
 
@@ -86,6 +97,7 @@ ENTRIES = [Entry(
     covers=("mcmc.adaptive_stop", "mcmc.sample_until_stopped", "mcmc.mala"),
     hyper=_hyper,
     hyper_values=(0.3, 0.5),
+    start=_start,
     bad_inputs=(
         BadInput(lambda: adaptive_stop(_ALG, _stop, max_steps=0), ValueError, "max_steps"),
         BadInput(lambda: adaptive_stop(_ALG, 0.3, max_steps=3), TypeError, "stop_prob_fn"),

@@ -14,10 +14,14 @@ def _logdensity(x):
     return -jnp.sum((x**2 - 1) ** 2) / 0.2
 
 
-def _run(key, dtype, step_size):
+def _start(dtype, step_size=0.02):
     alg = parallel_tempering(_logdensity, inverse_temperatures=[1.0, 0.4, 0.1],
                              step_size=step_size)
-    return jaxsample.run(key, alg, alg.init(jnp.ones(2, dtype)), 5)
+    return alg, alg.init(jnp.ones(2, dtype))
+
+
+def _run(key, dtype, step_size):
+    return jaxsample.run(key, *_start(dtype, step_size), 5)
 
 
 ENTRIES = [Entry(
@@ -27,6 +31,7 @@ ENTRIES = [Entry(
     covers=("mcmc.parallel_tempering",),
     hyper=lambda dtype: lambda key, step_size: _run(key, dtype, step_size),
     hyper_values=(0.01, 0.02),
+    start=_start,
     bad_inputs=(
         BadInput(lambda: parallel_tempering(_logdensity, inverse_temperatures=[0.5, 0.1],
                                             step_size=0.1), ValueError, "inverse_temperatures"),

@@ -31,13 +31,16 @@ def _one_shot(dtype, smoothing):
     return fn
 
 
-def _langevin(key, dtype, step_size):
+def _langevin_start(key_noise, dtype, step_size):
     data = jnp.asarray(_DATA, dtype)
     alg = smoothed_langevin(data, bandwidth=0.3, smoothing=0.2, num_smoothing_samples=2,
                             step_size=step_size, chunk_size=4)
+    return alg, alg.init(data[:6], rng_key=key_noise)
+
+
+def _langevin(key, dtype, step_size):
     key_noise, key_run = jax.random.split(key)
-    state = alg.init(data[:6], rng_key=key_noise)
-    return jaxsample.run(key_run, alg, state, 3)
+    return jaxsample.run(key_run, *_langevin_start(key_noise, dtype, step_size), 3)
 
 
 ENTRIES = [
@@ -72,6 +75,7 @@ ENTRIES = [
         hyper=lambda dtype: lambda key, step_size: _langevin(key, dtype, step_size),
         hyper_values=(0.02, 0.05),
         iterative=True,
+        start=lambda dtype: _langevin_start(KEY, dtype, 0.05),
         rtol=1e-3,
         bad_inputs=(
             BadInput(lambda: smoothed_langevin(_DATA, bandwidth=0.0, smoothing=0.1,

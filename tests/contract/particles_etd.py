@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxsample
-from contract import BadInput, Entry
+from contract import KEY, BadInput, Entry
 from jaxsample.particles import laplace_preconditioner
 
 
@@ -21,11 +21,15 @@ def _score(x):
     return -x
 
 
-def _run(key, dtype, epsilon):
-    key_init, key_run = jax.random.split(key)
+def _algorithm(key_init, dtype, epsilon):
     alg = jaxsample.etd(_logdensity, score_fn=_score, num_proposals=3, epsilon=epsilon,
                         tolerance=1e-3)
-    return jaxsample.run(key_run, alg, alg.init(_start(key_init, dtype)), 3)
+    return alg, alg.init(_start(key_init, dtype))
+
+
+def _run(key, dtype, epsilon):
+    key_init, key_run = jax.random.split(key)
+    return jaxsample.run(key_run, *_algorithm(key_init, dtype, epsilon), 3)
 
 
 def _build(dtype):
@@ -70,6 +74,7 @@ ENTRIES = [Entry(
     hyper=_hyper,
     hyper_values=(0.1, 0.3),
     iterative=True,
+    start=lambda dtype: _algorithm(KEY, dtype, 0.1),
     rtol=1e-3,
     bad_inputs=(
         BadInput(lambda: jaxsample.etd(_logdensity, num_proposals=0), ValueError,

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsample
-from contract import BadInput, Entry
+from contract import KEY, BadInput, Entry
 from jaxsample.particles import exact_tilt, plugin_tilt, sample_kde
 
 _DATA = np.random.default_rng(0).standard_normal((12, 2))
@@ -17,14 +17,18 @@ def _data(dtype):
     return jnp.asarray(_DATA, dtype)
 
 
-def _run(key, dtype, step_size):
+def _algorithm(key_start, dtype, step_size):
     data = _data(dtype)
-    key_start, key_noise, key_run = jax.random.split(key, 3)
+    key_start, key_noise = jax.random.split(key_start)
     alg = jaxsample.mmsold(data, bandwidth=0.3, smoothing=0.2, num_smoothing_samples=2,
                            step_size=step_size, chunk_size=4)
     start, _ = sample_kde(key_start, data, num_samples=6, bandwidth=0.3)
-    state = alg.init(start, rng_key=key_noise)
-    return jaxsample.run(key_run, alg, state, 3)
+    return alg, alg.init(start, rng_key=key_noise)
+
+
+def _run(key, dtype, step_size):
+    key_start, key_run = jax.random.split(key)
+    return jaxsample.run(key_run, *_algorithm(key_start, dtype, step_size), 3)
 
 
 def _build(dtype):
@@ -79,6 +83,7 @@ ENTRIES = [Entry(
     hyper=_hyper,
     hyper_values=(0.02, 0.05),
     iterative=True,
+    start=lambda dtype: _algorithm(KEY, dtype, 0.05),
     rtol=1e-3,
     bad_inputs=(
         BadInput(lambda: _alg(bandwidth=0.0), ValueError, "bandwidth"),
