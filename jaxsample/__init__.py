@@ -16,8 +16,8 @@ Method modules load on first use, so ``import jaxsample`` stays cheap.
 
 import importlib
 
-from jaxsample._solver import RESULTS, SolverStats
 from jaxsample.core import RunUntilInfo, SamplingAlgorithm, run, run_until
+from jaxsample.kernels.solver import RESULTS, SolverStats
 from jaxsample.progress import ProgressMeter, TextProgress, TqdmProgress
 
 __version__ = "0.2.0.dev0"

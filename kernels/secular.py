@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample.kernels import sphere
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = ["SecularInfo", "cap_argmax", "solve_secular", "ucb_argmax"]
 
@@ -70,14 +71,16 @@ class SecularInfo(NamedTuple):
     """Diagnostics of one secular-equation solve.
 
     Attributes:
-        iterations: Newton/bisection iterations taken (0 in the hard case).
-        converged: the stopping rule was met within ``max_iterations`` (True in the hard case).
+        solver: :class:`~jaxsample.kernels.solver.SolverStats`: the Newton/bisection
+            iterations taken (0 in the hard case) and ``RESULTS.successful`` where the stopping
+            rule was met within ``max_iterations`` (always in the hard case),
+            ``max_iterations_reached`` where it was not, ``nonfinite`` where a non-finite value
+            met the solve.
         hard_case: the root is s = 0 with the norm completed along a top eigenvector.
         nonfinite: a non-finite value met the solve.
     """
 
-    iterations: jax.Array
-    converged: jax.Array
+    solver: SolverStats
     hard_case: jax.Array
     nonfinite: jax.Array
 
@@ -106,7 +109,7 @@ def solve_secular(b: jax.Array, d: jax.Array, *, max_iterations: int = 64,
     Example:
         >>> import jax.numpy as jnp
         >>> s, info = solve_secular(jnp.array([3.0, 4.0]), jnp.array([0.0, 0.0]))
-        >>> round(float(s), 5), bool(info.converged)
+        >>> round(float(s), 5), bool(info.solver.converged)
         (5.0, True)
     """
     with jax.named_scope("solve_secular"):
@@ -154,7 +157,8 @@ def solve_secular(b: jax.Array, d: jax.Array, *, max_iterations: int = 64,
             lambda c: jax.lax.while_loop(cond, body, c), start)
         converged = hard | (hi0 <= 0) | (jnp.abs(value) <= tol) | (hi - lo <= tol * hi)
         nonfinite = ~(jnp.all(jnp.isfinite(b)) & jnp.all(jnp.isfinite(d)) & jnp.isfinite(s))
-        return s, SecularInfo(it, converged, hard, nonfinite)
+        return s, SecularInfo(SolverStats.of(it, converged=converged, nonfinite=nonfinite), hard,
+                              nonfinite)
 
 
 @functools.partial(jax.jit, static_argnames=("max_iterations",))

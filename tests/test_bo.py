@@ -137,7 +137,7 @@ def test_ucb_closed_form_limits(x64):
     u, value, info = secular.ucb_argmax(mu, lam, q, 1.5)
     np.testing.assert_allclose(u, mu / jnp.linalg.norm(mu), rtol=1e-12)
     np.testing.assert_allclose(value, jnp.linalg.norm(mu) + 1.5 * 2.0, rtol=1e-12)
-    assert bool(info.converged)
+    assert bool(info.solver.converged)
 
 
 @pytest.mark.parametrize("angle", [0.3, 2.5])
@@ -238,3 +238,16 @@ def test_run_improves_with_trust_region_and_reports_progress(x64):
     # the evidence refits (iterations 10 and 20) report their solver; the others ran none
     refits = np.asarray(trace.solver.num_iterations)
     assert np.all(refits[[10, 20]] > 0) and np.all(np.delete(refits, [10, 20]) == 0)
+
+
+def test_secular_solve_reports_through_solver_stats():
+    from jaxsample import RESULTS
+
+    b, d = jnp.array([0.3, 0.4, 2.0]), jnp.array([0.0, 1.0, 3.0])
+    _, info = secular.solve_secular(b, d)
+    assert bool(info.solver.converged) and int(info.solver.num_iterations) > 1
+    _, capped = secular.solve_secular(b, d, max_iterations=1)
+    assert int(capped.solver.num_iterations) == 1
+    assert RESULTS[capped.solver.result] == RESULTS[RESULTS.max_iterations_reached]
+    _, bad = secular.solve_secular(b.at[0].set(jnp.nan), d)
+    assert bool(bad.nonfinite) and RESULTS[bad.solver.result] == RESULTS[RESULTS.nonfinite]

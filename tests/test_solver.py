@@ -53,7 +53,7 @@ def test_lineax_mapping():
 
 
 def test_sequential_and_batched_keep_the_first_failure():
-    from jaxsample._solver import batched, sequential
+    from jaxsample.kernels.solver import batched, sequential
 
     ok = SolverStats.of(3, converged=jnp.asarray(True))
     capped = SolverStats.of(5, converged=jnp.asarray(False))

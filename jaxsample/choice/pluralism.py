@@ -51,8 +51,9 @@ from jaxsample._checks import (
     check_progress,
     is_concrete,
 )
-from jaxsample._solver import SolverStats, batched, from_optimistix, select
+from jaxsample._solver import from_optimistix
 from jaxsample.kernels import resampling
+from jaxsample.kernels.solver import SolverStats, batched, select
 
 __all__ = [
     "ChoiceLawInfo",

@@ -73,9 +73,10 @@ from jaxsample._checks import (
     check_progress,
     is_concrete,
 )
-from jaxsample._solver import SolverStats, from_optimistix
+from jaxsample._solver import from_optimistix
 from jaxsample.core import SamplingAlgorithm, Step, run
 from jaxsample.kernels import secular, sphere
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = ["BOFitInfo", "BORunInfo", "BOState", "SphericalLinearBO", "TrustRegion"]
 

@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxsample._solver import RESULTS
 from jaxsample.diagnostics.chains import ess as chain_ess
 from jaxsample.diagnostics.chains import rhat as chain_rhat
+from jaxsample.kernels.solver import RESULTS
 
 __all__ = ["Diagnosis", "DiagnosisInfo", "diagnose"]
 

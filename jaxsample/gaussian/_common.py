@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsample._checks import check_array, check_fn_output, check_number, is_concrete
-from jaxsample._solver import SolverStats
+from jaxsample.kernels.solver import SolverStats
 
 
 class GaussianInfo(NamedTuple):

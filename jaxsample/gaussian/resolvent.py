@@ -31,7 +31,7 @@ import lineax as lx
 import numpy as np
 
 from jaxsample._checks import check_choice, check_int, check_key, check_number, is_concrete
-from jaxsample._solver import batched, from_lineax, sequential
+from jaxsample._solver import from_lineax
 from jaxsample.gaussian._common import (
     GaussianInfo,
     check_mean,
@@ -44,6 +44,7 @@ from jaxsample.gaussian._common import (
     no_solve,
 )
 from jaxsample.kernels.resolvent import RULES, dithered_quantize, quadrature_rule, resolvent
+from jaxsample.kernels.solver import batched, sequential
 
 __all__ = [
     "GaussianInfo",

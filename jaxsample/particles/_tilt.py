@@ -23,13 +23,13 @@ from jaxsample._checks import (
     check_int,
     check_key,
 )
-from jaxsample._solver import SolverStats
 from jaxsample.kernels import chunking, pairwise
 from jaxsample.kernels.interactions import (
     antithetic_normal,
     smoothed_kde_score,
     symmetric_lyapunov_solve,
 )
+from jaxsample.kernels.solver import SolverStats
 from jaxsample.particles._validation import check_data, check_num_smoothing_samples
 from jaxsample.particles.mmsold import MomentTargets
 

@@ -48,7 +48,6 @@ from jaxsample._checks import (
     common_float_dtype,
     is_concrete,
 )
-from jaxsample._solver import SolverStats
 from jaxsample.kernels.betabinomial import log_binomial_ratio
 from jaxsample.kernels.extremes import (
     GPDFit,
@@ -61,6 +60,7 @@ from jaxsample.kernels.extremes import (
 )
 from jaxsample.kernels.logspace import log1mexp
 from jaxsample.kernels.roots import bisect
+from jaxsample.kernels.solver import SolverStats
 from jaxsample.risk._laws import GPD, Empirical, Gumbel, Normal, RewardLaw
 
 __all__ = [

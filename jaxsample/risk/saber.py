@@ -52,9 +52,9 @@ from jaxsample._checks import (
     common_float_dtype,
     is_concrete,
 )
-from jaxsample._solver import SolverStats
 from jaxsample.kernels import betabinomial as bb
 from jaxsample.kernels.roots import bisect
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = [
     "UNREACHABLE",

@@ -53,12 +53,12 @@ from jaxsample._checks import (
     check_progress,
     is_concrete,
 )
-from jaxsample._solver import SolverStats
 from jaxsample.kernels import kmeans as clustering
 from jaxsample.kernels import softmax as kernel
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.kmeans import INITS
 from jaxsample.kernels.softmax import VARIANTS, ClusterStats
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = [
     "INITS",

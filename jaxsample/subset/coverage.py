@@ -44,9 +44,9 @@ from jaxsample._checks import (
     check_key,
     check_progress,
 )
-from jaxsample._solver import SolverStats, sequential
 from jaxsample.kernels import coverage as kernel
 from jaxsample.kernels.coverage import PaddedIncidence
+from jaxsample.kernels.solver import SolverStats, sequential
 from jaxsample.subset._incidence import prepare_incidence
 from jaxsample.subset.ksubset import correlated_k_subset
 

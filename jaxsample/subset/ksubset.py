@@ -31,8 +31,9 @@ from jaxsample._checks import (
     check_key,
     is_concrete,
 )
-from jaxsample._solver import SolverStats, from_optimistix
+from jaxsample._solver import from_optimistix
 from jaxsample.kernels import ksubset
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = [
     "SCHEMES",
