@@ -61,6 +61,29 @@ def public_callables(families=FAMILIES):
     return out
 
 
+def public_surface():
+    """``(name, object)`` for the whole public API: every family (as :func:`public_callables`),
+    ``jaxsample.__all__`` (the drivers, records and top-level modules such as ``targets``) and
+    every ``jaxsample.kernels`` module's ``__all__``; each object once, named where it is
+    defined."""
+    import pkgutil
+
+    import jaxsample
+    import jaxsample.kernels
+
+    seen: set = set()
+    modules = [importlib.import_module(f"jaxsample.{family}") for family in FAMILIES]
+    modules.append(jaxsample)
+    modules += [importlib.import_module(info.name) for info in
+                pkgutil.iter_modules(jaxsample.kernels.__path__, "jaxsample.kernels.")]
+    out = []
+    for module in modules:
+        if module.__name__ not in seen:
+            seen.add(module.__name__)
+            out.extend(_public(module, seen))
+    return out
+
+
 def _annotation_text(annotation) -> str:
     if isinstance(annotation, str):
         return annotation
