@@ -6,6 +6,9 @@ with a ``nonfinite`` flag: ``value, _ = energy_distance(x, y)``.
 - :mod:`~jaxsample.diagnostics.distances` — :func:`energy_distance`, :func:`mmd`,
   :func:`sliced_wasserstein`, :func:`damv`;
 - :mod:`~jaxsample.diagnostics.chains` — :func:`rhat`, :func:`ess` (checked against ArviZ);
+- :mod:`~jaxsample.diagnostics.stein` — :func:`stein_check`, a cloud tested against its
+  target's score by Stein's identities (no reference), the scale-mixture (funnel) test among
+  them;
 - :mod:`~jaxsample.diagnostics.mixing` — spectral gap, MFPT, Kramers rate, first-passage steps;
 - :mod:`~jaxsample.diagnostics.diagnose` — :func:`diagnose`, a run's trace read back as named
   problems and remedies (eager, not jittable).
@@ -27,7 +30,11 @@ from jaxsample.diagnostics.distances import damv as damv
 from jaxsample.diagnostics.distances import energy_distance as energy_distance
 from jaxsample.diagnostics.distances import mmd as mmd
 from jaxsample.diagnostics.distances import sliced_wasserstein as sliced_wasserstein
+from jaxsample.diagnostics.stein import SteinCheck as SteinCheck
+from jaxsample.diagnostics.stein import SteinCheckInfo as SteinCheckInfo
+from jaxsample.diagnostics.stein import stein_check as stein_check
 
 __all__ = ["DAMVInfo", "Diagnosis", "DiagnosisInfo", "ESSInfo", "EnergyDistanceInfo", "MMDInfo",
-           "RhatInfo", "SlicedWassersteinInfo", "damv", "diagnose", "energy_distance",
-           "ess", "mixing", "mmd", "rhat", "sliced_wasserstein"]
+           "RhatInfo", "SlicedWassersteinInfo", "SteinCheck", "SteinCheckInfo", "damv",
+           "diagnose", "energy_distance", "ess", "mixing", "mmd", "rhat", "sliced_wasserstein",
+           "stein_check"]

@@ -126,10 +126,11 @@ from jaxsample._checks import (
     score_callable,
 )
 from jaxsample._pytree import on_flat, ravel, unravel
-from jaxsample._solver import RESULTS, SolverStats, from_optimistix
-from jaxsample._solver import select as select_result
+from jaxsample._solver import from_optimistix
+from jaxsample.kernels.solver import RESULTS, SolverStats
+from jaxsample.kernels.solver import select as select_result
 from jaxsample.core import SamplingAlgorithm, Step
-from jaxsample.kernels import langevin, linalg, logspace, transport
+from jaxsample.kernels import langevin, linalg, logspace, stein, transport
 
 __all__ = [
     "ETDInfo",
@@ -150,6 +151,9 @@ PRECONDITIONERS = ("ensemble", "diagonal")
 # rather than shrinking to nothing
 _MAX_LOG_SCALE = 7.0
 COSTS = ("euclidean", "langevin")
+# the family-wise level of the scale-mixture Stein test's significance part (Bonferroni over
+# the d coordinates; its effect part is ``scaling_band``)
+SCALING_LEVEL = 0.01
 
 
 class ETDState(NamedTuple):
@@ -215,6 +219,13 @@ class ETDInfo(NamedTuple):
             ``√(2/d)/N`` for independent particles, more for duplicated ones) and the mean bias²
             in posterior sds, ``mean_k ((m_k − μ_k)/σ_k)²``, on a Gaussian.
             NaN without a score function.
+        scaling_ratio_min: the smallest per-coordinate Stein ratio along the scale-mixture
+            field (:func:`jaxsample.kernels.stein.scaling_ratios`: one coordinate's spread
+            with the others dilated along; 1 under ``π``). NaN without a score function.
+        scaling_flag: the scale-mixture (funnel) test fired this step: some coordinate's
+            scaling ratio is outside ``scaling_band`` and significant at the Bonferroni
+            level 0.01 (:func:`jaxsample.diagnostics.stein_check`'s flag). It sees a cloud
+            stuck in a funnel's neck, which the linear ratios above do not.
         num_invalid: proposals whose log-density was NaN or ±inf (given zero weight).
         cost_scale: the median of ``½‖x_i − y_j‖²`` (whitened) the cost was divided by.
         proposal_step: the proposal step ``α_t`` used this step (after adaptation).
@@ -223,8 +234,8 @@ class ETDInfo(NamedTuple):
         degenerate: this step looked degenerate: distinct proposals taken or the cloud's
             effective rank below ``collapse_fraction`` of ``N`` (resp. ``min(N − 1, d)``), the
             raw weight ESS below 1.5 (one proposal holds the mass), ``stein_ratio`` outside
-            ``stein_band``, a per-coordinate ratio outside ``coordinate_stein_band`` or
-            ``score_bias`` above ``max_score_bias``.
+            ``stein_band``, a per-coordinate ratio outside ``coordinate_stein_band``,
+            ``score_bias`` above ``max_score_bias`` or ``scaling_flag``.
         collapsed: the exponential average of ``degenerate`` (weight ``1/collapse_patience``
             per step) is above 1/2: degenerate steps dominate the recent past (the first flag
             comes after 7 degenerate steps in a row with the default patience 10).
@@ -243,6 +254,8 @@ class ETDInfo(NamedTuple):
     stein_ratio_min: jax.Array
     stein_ratio_max: jax.Array
     score_bias: jax.Array
+    scaling_ratio_min: jax.Array
+    scaling_flag: jax.Array
     num_invalid: jax.Array
     cost_scale: jax.Array
     proposal_step: jax.Array
@@ -410,25 +423,6 @@ def init(position: jax.Array, num_proposals: int = 25, *,
         jnp.zeros((), dtype),
         jnp.zeros((), bool),
     )
-
-
-def _stein_ratios(x, score):
-    """Per coordinate ``r_k = −(1/N) Σ_i (x_ik − x̄_k) s_k(x_i)``: 1 in expectation under
-    ``π`` (Stein's identity, integration by parts in ``x_k``). Returns ``(mean, min, max)``."""
-    centred = x - jnp.mean(x, axis=0, keepdims=True)
-    ratios = -jnp.mean(centred * score, axis=0)
-    return jnp.mean(ratios), jnp.min(ratios), jnp.max(ratios)
-
-
-def _score_bias(score):
-    """``max(mean_k z_k² − 1, 0)/N``, ``z_k = √N·mean_i s_ik / sd_i s_ik``: about 0 under ``π``
-    (``E_π[∇log π] = 0``), the mean bias² in sds on a Gaussian."""
-    n = score.shape[0]
-    mean = jnp.mean(score, axis=0)
-    var = jnp.var(score, axis=0)
-    z2 = jnp.where(var > 0, n * mean**2 / jnp.where(var > 0, var, jnp.ones_like(var)),
-                   jnp.where(mean == 0, jnp.zeros_like(mean), jnp.full_like(mean, jnp.inf)))
-    return jnp.maximum(jnp.mean(z2) - 1, 0) / n
 
 
 def _count_distinct(picks: jax.Array) -> jax.Array:
@@ -615,8 +609,8 @@ def build_kernel(
                target_acceptance=0.574, proposal_adaptation_rate=0.0,
                mutation_adaptation_rate=0.0, proposal_follows_mutation=0.0,
                collapse_fraction=0.1,
-               stein_band=(0.6, 1.6), coordinate_stein_band=(0.3, 3.0), max_score_bias=0.05
-               ) -> tuple[ETDState, ETDInfo]:
+               stein_band=(0.6, 1.6), coordinate_stein_band=(0.3, 3.0), max_score_bias=0.05,
+               scaling_band=(0.5, 1.5)) -> tuple[ETDState, ETDInfo]:
         with jax.named_scope("etd_step"):
             x, structure = ravel(state.positions, 1)
             logdensity_fn, score_fn = _flat_functions(logdensity_fn, score_fn, structure,
@@ -662,11 +656,19 @@ def build_kernel(
                 u = white.whiten(x)
                 if score_fn is not None:
                     centres = u + alpha * linalg.clip_by_norm(white.pull(raw_score), clip)
-                    stein, stein_min, stein_max = _stein_ratios(x, raw_score)
-                    bias = _score_bias(raw_score)
+                    ratios = stein.linear_ratios(x, raw_score)
+                    stein_mean, stein_min, stein_max = (jnp.mean(ratios), jnp.min(ratios),
+                                                        jnp.max(ratios))
+                    bias = stein.score_bias(raw_score)
+                    scaling, scaling_z = stein.scaling_ratios(x, raw_score)
+                    scaling_bad = stein.scaling_flag(scaling, scaling_z, scaling_band[0],
+                                                     scaling_band[1], SCALING_LEVEL)
+                    scaling_min = jnp.min(scaling)
                 else:
                     centres = u
-                    stein = stein_min = stein_max = bias = jnp.full((), jnp.nan, dtype)
+                    stein_mean = stein_min = stein_max = bias = scaling_min = jnp.full(
+                        (), jnp.nan, dtype)
+                    scaling_bad = jnp.zeros((), bool)
                 noise = jax.random.normal(key_prop, (n * num_proposals, d), dtype)
                 proposals = jnp.repeat(centres, num_proposals, axis=0) + sigma * noise
                 log_target = log_density_w(proposals)
@@ -740,10 +742,11 @@ def build_kernel(
                 degenerate = ((num_distinct.astype(dtype) < threshold * n)
                               | (rank < threshold * min(n - 1, d))
                               | (weight_ess < 1.5)
-                              | (stein < low) | (stein > high)
+                              | (stein_mean < low) | (stein_mean > high)
                               | (stein_min < cast(coordinate_stein_band[0]))
                               | (stein_max > cast(coordinate_stein_band[1]))
-                              | (bias > cast(max_score_bias)))
+                              | (bias > cast(max_score_bias))
+                              | scaling_bad)
                 memory = 1 - 1 / collapse_patience
                 rate = memory * state.degenerate_rate + (1 - memory) * degenerate.astype(dtype)
                 collapsed = rate > 0.5
@@ -760,10 +763,12 @@ def build_kernel(
                 weight_temperature=temperature,
                 num_distinct=num_distinct,
                 effective_rank=rank,
-                stein_ratio=stein,
+                stein_ratio=stein_mean,
                 stein_ratio_min=stein_min,
                 stein_ratio_max=stein_max,
                 score_bias=bias,
+                scaling_ratio_min=scaling_min,
+                scaling_flag=scaling_bad,
                 num_invalid=num_invalid,
                 cost_scale=scale_c,
                 proposal_step=alpha,
@@ -866,6 +871,7 @@ def etd(
     stein_band=(0.6, 1.6),
     coordinate_stein_band=(0.3, 3.0),
     max_score_bias: float = 0.05,
+    scaling_band=(0.5, 1.5),
     collapse_patience: int = 10,
     batched: bool = False,
     warm_start: bool = False,
@@ -960,6 +966,9 @@ def etd(
         max_score_bias: a step is degenerate when ``info.score_bias`` (the cloud's mean offset
             as a mean squared number of posterior sds, by ``E_π[∇log π] = 0``; needs
             ``score_fn``) exceeds it.
+        scaling_band: ``(low, high)`` for the scale-mixture Stein test (``info.scaling_flag``,
+            needs ``score_fn``): a step is degenerate when some coordinate's scaling ratio is
+            outside it and significant (Bonferroni, level 0.01 over ``d``).
         collapse_patience: memory of the verdict in steps (``collapsed`` when the exponential
             average of the per-step ``degenerate`` with weight ``1/collapse_patience`` exceeds
             1/2: after 7 degenerate steps in a row for 10).
@@ -1025,6 +1034,7 @@ def etd(
         stein_band=_band("stein_band", stein_band),
         coordinate_stein_band=_band("coordinate_stein_band", coordinate_stein_band),
         max_score_bias=check_hyperparameter("max_score_bias", max_score_bias),
+        scaling_band=_band("scaling_band", scaling_band),
     )
     if kind == "fixed":
         hyper["scale"] = scale
