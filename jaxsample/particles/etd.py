@@ -127,10 +127,10 @@ from jaxsample._checks import (
 )
 from jaxsample._pytree import on_flat, ravel, unravel
 from jaxsample._solver import from_optimistix
-from jaxsample.kernels.solver import RESULTS, SolverStats
-from jaxsample.kernels.solver import select as select_result
 from jaxsample.core import SamplingAlgorithm, Step
 from jaxsample.kernels import langevin, linalg, logspace, stein, transport
+from jaxsample.kernels.solver import RESULTS, SolverStats
+from jaxsample.kernels.solver import select as select_result
 
 __all__ = [
     "ETDInfo",
