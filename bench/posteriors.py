@@ -27,6 +27,9 @@ Standard hard targets:
   observations (fixed scales: a Gaussian posterior, so exact).
 - ``stochastic_volatility`` (103): the standard SV model (inference-gym priors), non-centred, on
   100 synthetic daily returns.
+- ``item_response`` (501): the inference-gym synthetic item response theory model (1-PL / Rasch),
+  400 students by 100 questions, half the pairs observed; its reference stores moments only (no
+  draws, so no energy distance).
 
 Example:
     >>> import jax
@@ -55,7 +58,7 @@ from jaxsample.targets import Banana, BayesianLogisticRegression, Funnel, Gaussi
 
 REFERENCES = Path(__file__).resolve().parent / "references"
 
-__all__ = ["NAMES", "REFERENCES", "Posterior", "get", "load_reference"]
+__all__ = ["NAMES", "REFERENCES", "Posterior", "get", "item_response_data", "load_reference"]
 
 
 class Posterior(NamedTuple):
@@ -338,6 +341,68 @@ def _stochastic_volatility():
         "phi = 0.9, sigma = 0.3, seed 20261). Init N(0, I).")
 
 
+# --- item response theory ----------------------------------------------------------------------
+
+IRT_SEED = 20262
+IRT_NUM_STUDENTS = 400
+IRT_NUM_QUESTIONS = 100
+
+
+def item_response_data(seed: int = IRT_SEED, num_students: int = IRT_NUM_STUDENTS,
+                       num_questions: int = IRT_NUM_QUESTIONS) -> dict:
+    """The synthetic responses of ``item_response``, drawn with ``numpy.random.default_rng(seed)``.
+
+    In this order: the true abilities ``alpha ~ N(0, 1)`` (``num_students``), difficulties
+    ``beta ~ N(0, 1)`` (``num_questions``) and mean ``delta ~ N(0.75, 1)`` (``standard_normal``
+    draws), then which pairs are observed (each with probability 1/2: ``random() < 0.5``, row-major
+    over students × questions) and the responses of all pairs (``random() < sigmoid(alpha_s -
+    beta_q + delta)``), of which the observed ones are kept. Only PCG64's ``standard_normal`` and
+    ``random`` streams are used: they have not changed since NumPy 1.17 (NEP 19 does not promise
+    it; ``tests/test_posteriors.py`` pins counts of the data, so a change would fail loudly).
+
+    Returns:
+        ``student`` and ``question`` (int32 indices of the observed pairs, ``(m,)``),
+        ``correct`` (0/1 float64, ``(m,)``), and the true ``alpha``, ``beta``, ``delta``.
+    """
+    rng = np.random.default_rng(seed)
+    alpha = rng.standard_normal(num_students)
+    beta = rng.standard_normal(num_questions)
+    delta = 0.75 + rng.standard_normal()
+    observed = rng.random((num_students, num_questions)) < 0.5
+    logits = alpha[:, None] - beta[None, :] + delta
+    correct = rng.random((num_students, num_questions)) < 1.0 / (1.0 + np.exp(-logits))
+    student, question = np.nonzero(observed)
+    return dict(student=student.astype(np.int32), question=question.astype(np.int32),
+                correct=correct[student, question].astype(np.float64), alpha=alpha, beta=beta,
+                delta=delta)
+
+
+def _item_response():
+    data = item_response_data()
+    num_students, num_questions = IRT_NUM_STUDENTS, IRT_NUM_QUESTIONS
+    student, question = data["student"], data["question"]
+    sign = 2.0 * data["correct"] - 1.0  # +1 correct, -1 wrong
+
+    def logdensity(x):
+        delta, alpha, beta = x[0], x[1:1 + num_students], x[1 + num_students:]
+        logits = alpha[student] - beta[question] + delta
+        # log P(y | logit) = log sigmoid(±logit): stable for large |logit|
+        return (norm.logpdf(delta, 0.75, 1.0) + jnp.sum(norm.logpdf(alpha))
+                + jnp.sum(norm.logpdf(beta))
+                + jnp.sum(jax.nn.log_sigmoid(jnp.asarray(sign, x.dtype) * logits)))
+
+    dim = 1 + num_students + num_questions
+    return Posterior(
+        "item_response", dim, logdensity, _standard_normal_init(dim), "item_response.npz",
+        f"Item response theory, 1-PL (Rasch; the inference-gym synthetic IRT model): "
+        f"P(correct_sq) = sigmoid(alpha_s - beta_q + delta); x = (delta, alpha[{num_students}], "
+        f"beta[{num_questions}]); delta ~ N(0.75, 1), alpha, beta ~ N(0, 1); "
+        f"{len(data['correct'])} of the {num_students * num_questions} student-question pairs "
+        f"observed (each with probability 1/2), responses synthetic from prior draws (seed "
+        f"{IRT_SEED}). Reference: moments only (no draws). Init N(0, I).",
+        reference_draws=False)
+
+
 _BUILDERS = {
     "eight_schools_noncentred": _eight_schools,
     "eight_schools_centred": _eight_schools_centred,
@@ -348,6 +413,7 @@ _BUILDERS = {
     "banana": _banana,
     "brownian_bridge_missing": _brownian_bridge,
     "stochastic_volatility": _stochastic_volatility,
+    "item_response": _item_response,
 }
 NAMES = tuple(_BUILDERS)
 
