@@ -110,13 +110,18 @@ def scaling_ratios(x: jax.Array, score: jax.Array) -> tuple[jax.Array, jax.Array
     primary = 1 + xs
     others = (d - 1) + jnp.sum(xs, axis=1, keepdims=True) - xs
     regressors = jnp.stack([score, others, x * others], axis=-1)  # (N, d, 3)
-    centred_p = primary - jnp.mean(primary, axis=0)
-    centred_r = regressors - jnp.mean(regressors, axis=0)
+    centred_p = primary - jnp.mean(primary, axis=0, keepdims=True)
+    centred_r = regressors - jnp.mean(regressors, axis=0, keepdims=True)
     gram = jnp.einsum("ndi,ndj->dij", centred_r, centred_r)
-    # a ridge of relative size 1e-6 keeps a coordinate whose regressors are collinear (d = 1,
-    # a constant score) solvable; it changes a well-posed fit by a relative 1e-6
-    ridge = 1e-6 * jnp.trace(gram, axis1=1, axis2=2)[:, None, None] / 3 + jnp.finfo(x.dtype).tiny
-    beta = jnp.linalg.solve(gram + ridge * jnp.eye(3, dtype=x.dtype),
+    # a ridge of relative size 1e-6 of each regressor's own sum of squares keeps a coordinate
+    # whose regressors are collinear (d = 1, a constant score) solvable and changes a
+    # well-posed fit by a relative 1e-6; being per regressor, it rescales with the regressor,
+    # so the statistic stays unchanged when a coordinate is measured in other units (one ridge
+    # for all three, sized by their total, swamped the small ones: s_j and x_j A_j scale as
+    # 1/σ_j and σ_j)
+    diagonal = jnp.diagonal(gram, axis1=1, axis2=2)  # (d, 3)
+    ridge = 1e-6 * diagonal + jnp.finfo(x.dtype).tiny
+    beta = jnp.linalg.solve(gram + ridge[:, :, None] * jnp.eye(3, dtype=x.dtype)[None],
                             jnp.einsum("ndi,nd->di", centred_r, centred_p)[..., None])[..., 0]
     residual = primary - jnp.einsum("ndi,di->nd", regressors, beta)
     mean = jnp.mean(residual, axis=0)

@@ -159,6 +159,27 @@ def test_diagnose_reads_any_trace():
     assert any("R-hat" in p for p in report.problems)
 
 
+def test_diagnose_names_the_funnel_finding():
+    """``scaling_flag`` on more than half of the last half names the funnel and its remedies;
+    early flags (a cloud that fixed itself) or rare ones (false alarms) do not. Traces under
+    ``vmap`` (steps × chains) count a step as flagged when any chain is."""
+    steps = 40
+    funnel = {"scaling_flag": np.r_[np.zeros(10, bool), np.ones(30, bool)]}
+    report, stats = diagnose(funnel)
+    assert not report.ok and float(stats.scaling_flag_fraction) == 1.0
+    (problem,) = report.problems
+    assert "scale-mixture Stein test" in problem and "funnel-shaped or hierarchical" in problem
+    assert "non-centred" in problem and "LocScaleReparam" in problem and "NUTS" in problem
+    early = np.r_[np.ones(20, bool), np.zeros(20, bool)]
+    rare = np.arange(steps) % 10 == 0
+    for trace in ({"scaling_flag": early}, {"scaling_flag": rare}):
+        report, stats = diagnose(trace)
+        assert report.ok and float(stats.scaling_flag_fraction) <= 0.1, str(report)
+    chains = np.stack([np.zeros(steps, bool), funnel["scaling_flag"]], axis=1)
+    assert not diagnose({"scaling_flag": chains})[0].ok
+    assert np.isnan(float(diagnose({})[1].scaling_flag_fraction))  # not in this trace
+
+
 def test_adaptation_moves_the_steps_towards_their_targets():
     """From a proposal step 100x too large the weight ESS is tiny, so α must shrink; the MALA
     step adapts towards 0.574 acceptance. Per-step acceptance is a mean over 40·2 proposals
