@@ -46,7 +46,7 @@ from posteriors import Posterior, load_reference  # noqa: E402
 
 import jaxsample  # noqa: E402
 from jaxsample.diagnostics import energy_distance, ess, rhat  # noqa: E402
-from jaxsample.particles import svgd  # noqa: E402
+from jaxsample.particles import ETD_HARD, svgd  # noqa: E402
 
 REFERENCE_DRAWS = 1000  # thinned draws stored per reference (energy distances)
 # NUTS target acceptance of the references: 0.95, and 0.99 for stochastic volatility, where 0.95
@@ -267,6 +267,8 @@ def run_suite(samplers: dict[str, Callable], posterior_list: Sequence[Posterior]
         reference = load_reference(post)
         k = jax.random.fold_in(key, i)
         for j, (name, sampler) in enumerate(samplers.items()):
+            if not getattr(sampler, "applies", lambda post: True)(post):
+                continue
             jax.block_until_ready(sampler(k, post))  # compile
             t0 = time.perf_counter()
             samples, cost = sampler(k, post)
@@ -292,7 +294,8 @@ def run_suite(samplers: dict[str, Callable], posterior_list: Sequence[Posterior]
                 metrics["non-finite rows"] = m["nonfinite"]
             rows.append(Row(post.name, name, metrics, seconds, peer=j == 0))
     notes = [
-        f"Particles: N = {sizes.num_particles}; ETD {sizes.etd_steps} steps, SVGD "
+        f"Particles: N = {sizes.num_particles} (ETD hard: {HARD_PARTICLES}, on 90 <= d <= 128 "
+        f"only); ETD {sizes.etd_steps} steps, SVGD "
         f"{sizes.svgd_steps} steps; NUTS {sizes.nuts_chains} chains x ({sizes.nuts_warmup} "
         f"warm-up + {sizes.nuts_draws} draws), all draws pooled. Init: each posterior's "
         "init_fn (N(0, I) on the unconstrained space).",
@@ -357,26 +360,37 @@ def _etd_run(key, x0, logdensity_fn, num_steps, settings):
     return state.positions, state.collapsed
 
 
-def etd_sampler(sizes: Sizes, **settings):
+def etd_sampler(sizes: Sizes, *, num_particles: int | None = None, dims=None, **settings):
     """``jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), **settings)`` run for
-    ``sizes.etd_steps`` steps from ``sizes.num_particles`` init draws: with no settings, ETD as a
-    new user calls it. ``settings`` are static (compiled in): numbers and strings; for an array
-    setting (a fixed preconditioner) write the sampler callable directly."""
+    ``sizes.etd_steps`` steps from ``num_particles`` (default ``sizes.num_particles``) init
+    draws: with no settings, ETD as a new user calls it. ``settings`` are static (compiled
+    in): numbers, strings and None; for an array setting (a fixed preconditioner) write the
+    sampler callable directly. ``dims = (low, high)`` restricts it to posteriors with
+    ``low <= d <= high`` (the others get no row)."""
+    n = sizes.num_particles if num_particles is None else num_particles
 
     def sample(key, post):
         k_init, k_run = jax.random.split(key)
-        positions, collapsed = _etd_run(k_run, post.init_fn(k_init, sizes.num_particles),
+        positions, collapsed = _etd_run(k_run, post.init_fn(k_init, n),
                                         post.logdensity_fn, sizes.etd_steps,
                                         tuple(sorted(settings.items())))
-        cost = etd_cost(sizes.num_particles, sizes.etd_steps, **settings)
+        cost = etd_cost(n, sizes.etd_steps, **settings)
         return positions, {**cost, "collapsed": bool(collapsed)}
 
+    if dims is not None:
+        sample.applies = lambda post: dims[0] <= post.dim <= dims[1]
     return sample
+
+
+# the hard-posterior switch with twice as many particles as the largest d it runs on
+HARD_PARTICLES = 256
 
 
 def make_samplers(sizes: Sizes, *, extended: bool = True) -> dict[str, Callable]:
     """NUTS (the peer), BlackJAX SVGD and ETD with its defaults at ``sizes``' budgets;
-    ``extended`` adds ETD tuned and the paper's plain ETD step."""
+    ``extended`` adds ETD with ``jaxsample.particles.ETD_HARD`` and ``HARD_PARTICLES``
+    particles on the posteriors with ``90 <= d <= 128`` (the d ≈ 100 targets) (``N > d`` is what its Fisher
+    preconditioner needs), and the paper's plain ETD step."""
     samplers = {
         f"NUTS ({sizes.nuts_chains}x{sizes.nuts_warmup}+{sizes.nuts_draws})": _nuts_sampler(sizes),
         "SVGD (BlackJAX, Adam 0.05)": _svgd_sampler(sizes),
@@ -386,8 +400,8 @@ def make_samplers(sizes: Sizes, *, extended: bool = True) -> dict[str, Callable]
         return samplers
     return {
         **samplers,
-        # tuned: more pi-invariant MALA moves per transport step
-        "ETD tuned (8 mutation steps)": etd_sampler(sizes, mutation_steps=8),
+        f"ETD hard (ETD_HARD, N = {HARD_PARTICLES})": etd_sampler(
+            sizes, num_particles=HARD_PARTICLES, dims=(90, 128), **ETD_HARD),
         # the paper's plain step, ETD's defaults before this suite existed
         "ETD paper step (no mutation, no preconditioner)": etd_sampler(
             sizes, mutation_steps=0, preconditioner=None, min_weight_ess=0.0),

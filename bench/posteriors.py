@@ -276,7 +276,8 @@ def _brownian_bridge(num_steps=30, innovation=0.1, observation=0.15):
         steps = jnp.concatenate([x[:1], jnp.diff(x)])
         y = jnp.asarray(BROWNIAN_Y, x.dtype)
         return (jnp.sum(norm.logpdf(steps, 0.0, innovation))
-                + jnp.sum(norm.logpdf(y, x[BROWNIAN_OBSERVED], observation)))
+                + jnp.sum(norm.logpdf(y, x[jnp.asarray(BROWNIAN_OBSERVED, jnp.int32)],
+                                      observation)))
 
     # Gaussian posterior: precision D^T D / s_i^2 + S^T S / s_o^2 (D the first differences,
     # S the observed rows), mean = cov S^T y / s_o^2

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
-__all__ = ["linear_ratios", "scaling_flag", "scaling_ratios", "score_bias"]
+__all__ = ["linear_ratios", "linear_z", "outside_band", "scaling_ratios", "score_bias"]
 
 
 def linear_ratios(x: jax.Array, score: jax.Array) -> jax.Array:
@@ -43,6 +43,21 @@ def linear_ratios(x: jax.Array, score: jax.Array) -> jax.Array:
     """
     centred = x - jnp.mean(x, axis=0, keepdims=True)
     return -jnp.mean(centred * score, axis=0)
+
+
+def linear_z(x: jax.Array, score: jax.Array) -> jax.Array:
+    """The z-scores ``(d,)`` of :func:`linear_ratios`: ``√N·mean_i T_ik / sd_i T_ik`` with
+    ``T_ik = 1 + (x_ik − x̄_k) s_ik`` (mean zero under ``π``), for :func:`outside_band`.
+
+    On a badly conditioned target one coordinate's ratio is noisy (its score mixes stiff
+    directions), so a band on the ratio alone raises false alarms on exact draws; with the
+    z-score the band needs evidence too.
+    """
+    n = x.shape[0]
+    terms = 1 + (x - jnp.mean(x, axis=0, keepdims=True)) * score
+    mean, sd = jnp.mean(terms, axis=0), jnp.std(terms, axis=0)
+    return jnp.where(sd > 0, jnp.sqrt(n * 1.0) * mean / jnp.where(sd > 0, sd, 1),
+                     jnp.zeros_like(mean))
 
 
 def score_bias(score: jax.Array) -> jax.Array:
@@ -130,8 +145,9 @@ def scaling_ratios(x: jax.Array, score: jax.Array) -> tuple[jax.Array, jax.Array
     return 1 - mean, z
 
 
-def scaling_flag(ratio: jax.Array, z: jax.Array, low, high, level) -> jax.Array:
-    """Whether some coordinate of :func:`scaling_ratios` is wrong by both effect and evidence.
+def outside_band(ratio: jax.Array, z: jax.Array, low, high, level) -> jax.Array:
+    """Whether some coordinate's ratio (:func:`scaling_ratios`, :func:`linear_ratios`) is wrong
+    by both effect and evidence.
 
     True when a ``ratio_j`` lies outside ``(low, high)`` *and* its ``|z_j|`` exceeds the
     Bonferroni bound ``Φ⁻¹(1 − level/(2d))`` over the ``d`` coordinates. ``ratio`` and ``z``

@@ -45,8 +45,13 @@ def _standard_normal(seeds, n, d=20):
 
 
 def _brownian_bridge(seeds, n):
+    """Exact draws by NumPy from the posterior's mean and covariance (the cached posterior's
+    own jitted sampler is left to tests/test_posteriors.py, which also runs it under x64)."""
     exact = posteriors.get("brownian_bridge_missing").exact
-    return jax.vmap(lambda k: exact.sample(k, n))(jax.random.split(jax.random.key(2), seeds))
+    mean = np.asarray(exact.mean, np.float64)
+    chol = np.linalg.cholesky(np.asarray(exact.cov, np.float64))
+    z = np.random.default_rng(2).standard_normal((seeds, n, len(mean)))
+    return jnp.asarray(mean + z @ chol.T, jnp.float32)
 
 
 def _eight_schools(seeds, n):

@@ -111,6 +111,6 @@ def stein_check(positions, scores, *, band=(0.5, 1.5),
 def _stein_check(positions, scores, low, high, level):
     ratio, z = stein.scaling_ratios(positions, scores)
     check = SteinCheck(stein.linear_ratios(positions, scores), ratio, z,
-                       stein.score_bias(scores), stein.scaling_flag(ratio, z, low, high, level))
+                       stein.score_bias(scores), stein.outside_band(ratio, z, low, high, level))
     nonfinite = ~(jnp.all(jnp.isfinite(positions)) & jnp.all(jnp.isfinite(scores)))
     return check, SteinCheckInfo(nonfinite)

@@ -3,7 +3,8 @@
 Methods (each module follows the sampler contract: ``init``, ``build_kernel``, a constructor):
 
 * :mod:`jaxsample.particles.etd` — entropic transport descent (:func:`etd`), preconditioned by
-  a fixed factor (:func:`laplace_preconditioner`, :class:`Precision`), the ensemble or RMSProp;
+  a fixed factor (:func:`laplace_preconditioner`, :class:`Precision`), the ensemble, the Fisher
+  mean or RMSProp; :data:`ETD_HARD` is its setting for hard posteriors (d ≈ 100);
 * :mod:`jaxsample.particles.mmsold` — moment-matched score-smoothed Langevin (:func:`mmsold`),
   started with :func:`sample_kde`; its moment targets are :meth:`MomentTargets.from_data`.
 
@@ -22,6 +23,7 @@ from jaxsample.particles.baselines import SVGDInfo as SVGDInfo
 from jaxsample.particles.baselines import cfdm_sample as cfdm_sample
 from jaxsample.particles.baselines import smoothed_langevin as smoothed_langevin
 from jaxsample.particles.baselines import svgd as svgd
+from jaxsample.particles.etd import ETD_HARD as ETD_HARD
 from jaxsample.particles.etd import ETDInfo as ETDInfo
 from jaxsample.particles.etd import ETDState as ETDState
 from jaxsample.particles.etd import LaplaceFit as LaplaceFit
@@ -38,6 +40,7 @@ from jaxsample.particles.mmsold import sample_kde as sample_kde
 __all__ = [
     "CFDMInfo",
     "ETDInfo",
+    "ETD_HARD",
     "ETDState",
     "ExactTiltInfo",
     "KDESampleInfo",

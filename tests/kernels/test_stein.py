@@ -92,7 +92,7 @@ def test_dtype_is_preserved(dtype):
     def all_kernels(x, s):
         ratio, z = stein.scaling_ratios(x, s)
         return (stein.linear_ratios(x, s), ratio, z, stein.score_bias(s),
-                stein.scaling_flag(ratio, z, 0.5, 1.5, 0.01))
+                stein.outside_band(ratio, z, 0.5, 1.5, 0.01))
 
     linear, ratio, z, bias, flag = all_kernels(x, s)
     assert linear.dtype == ratio.dtype == z.dtype == bias.dtype == dtype
@@ -109,7 +109,7 @@ def test_jit_equals_eager_and_vmap_equals_a_loop():
     def kernels(x, s):
         ratio, z = stein.scaling_ratios(x, s)
         return (stein.linear_ratios(x, s), ratio, z, stein.score_bias(s),
-                stein.scaling_flag(ratio, z, 0.5, 1.5, 0.01))
+                stein.outside_band(ratio, z, 0.5, 1.5, 0.01))
 
     batched = jax.jit(jax.vmap(kernels))(xs, ss)
     for i, (x, s) in enumerate(clouds):
@@ -119,7 +119,7 @@ def test_jit_equals_eager_and_vmap_equals_a_loop():
             np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-4)
     # the flag reduces over the last axis of any batch shape
     ratio, z = batched[1], batched[2]
-    assert stein.scaling_flag(ratio, z, 0.5, 1.5, 0.01).shape == (3,)
+    assert stein.outside_band(ratio, z, 0.5, 1.5, 0.01).shape == (3,)
 
 
 def test_score_bias_is_zero_on_exact_draws_and_the_mean_bias_squared_off_centre(x64):
@@ -156,7 +156,7 @@ def test_score_bias_is_zero_on_exact_draws_and_the_mean_bias_squared_off_centre(
 def test_scaling_flag_needs_effect_and_significance():
     """The flag is the conjunction, per coordinate, of a ratio outside the band and ``|z|``
     above the Bonferroni bound ``Φ⁻¹(1 − level/(2d))`` (2.81 for ``level = 0.01, d = 2``)."""
-    flag = jax.jit(stein.scaling_flag)
+    flag = jax.jit(stein.outside_band)
     band = (0.5, 1.5, 0.01)
     cases = {  # (ratio, z) per coordinate -> flagged
         "effect and evidence": ([0.3, 1.0], [5.0, 0.0], True),
