@@ -389,8 +389,8 @@ HARD_PARTICLES = 256
 def make_samplers(sizes: Sizes, *, extended: bool = True) -> dict[str, Callable]:
     """NUTS (the peer), BlackJAX SVGD and ETD with its defaults at ``sizes``' budgets;
     ``extended`` adds ETD with ``jaxsample.particles.ETD_HARD`` and ``HARD_PARTICLES``
-    particles on the posteriors with ``90 <= d <= 128`` (the d ≈ 100 targets) (``N > d`` is what its Fisher
-    preconditioner needs), and the paper's plain ETD step."""
+    particles on the posteriors with ``90 <= d <= 128`` (the d ≈ 100 targets; its Fisher
+    preconditioner needs ``N > d``), and the paper's plain ETD step."""
     samplers = {
         f"NUTS ({sizes.nuts_chains}x{sizes.nuts_warmup}+{sizes.nuts_draws})": _nuts_sampler(sizes),
         "SVGD (BlackJAX, Adam 0.05)": _svgd_sampler(sizes),
