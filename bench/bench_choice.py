@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import jax
@@ -143,7 +142,6 @@ def _attribution_table(config, key):
         notes.append("scikit-learn absent (the bench extra) or skipped at this size: no peer.")
     if reduced:
         notes.append(f"gpu size on a CPU backend: {big:,} dilemmas instead of 10⁶.")
-    notes.append(f"{os.cpu_count()} CPU cores; load average {os.getloadavg()[0]:.1f}.")
     return BenchTable("Value-priority attribution (recovery, entropy gap, scale)", rows, notes)
 
 

@@ -26,7 +26,6 @@ Times are one call each (relaxation + fit + rounding; greedy's k picks), after a
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 
@@ -248,7 +247,6 @@ def _big_rows(config, key):
 def run(size: str) -> list[BenchTable]:
     config = dict(_SIZES[size])
     key = jax.random.key(0)
-    load = "load average {:.1f} / {:.1f} / {:.1f} (1/5/15 min)".format(*os.getloadavg())
     studies, steps = config["studies"], config["steps"]
     reduced = size == "gpu" and jax.default_backend() == "cpu"
     if reduced:
@@ -260,7 +258,7 @@ def run(size: str) -> list[BenchTable]:
                  f"{steps} mirror steps; reg = c·cov_greedy/(k log(m/k)); {config['seeds']} "
                  f"common seeds; E|A| = mean subset size (independent thresholds do not keep "
                  f"|A| = k); ‖Δx*‖₁ = mean over neighbours of the relaxed solutions' distance; "
-                 f"gap = the solver's duality gap on I. {load}."]
+                 f"gap = the solver's duality gap on I."]
         if reduced:
             notes.append(f"gpu size on a CPU backend: reduced to {name} n={n:,}, m={m:,}, "
                          f"{steps} steps (the gpu size is n = 10⁶, m = 10⁴, 1000 steps).")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import time
 
 import jax
@@ -284,7 +283,6 @@ def run(size: str) -> list[BenchTable]:
     config = _SIZES[size]
     key = jax.random.key(0)
     tables = []
-    load = "load average {:.1f} / {:.1f} / {:.1f} (1/5/15 min)".format(*os.getloadavg())
     on_cpu = jax.default_backend() == "cpu"
 
     for n, dim, ks in config["cases"]:
@@ -306,7 +304,7 @@ def run(size: str) -> list[BenchTable]:
         gigabytes = x.nbytes / 1e9
         notes = [
             f"Imbalanced clusters: 50 Zipf-sized Gaussian clusters, d={dim}, float32; λ={RIDGE}; "
-            f"DiSF batches of {config['batch']} with k·B/n picks each. {load}.",
+            f"DiSF batches of {config['batch']} with k·B/n picks each.",
             *_goal_notes(case_facts, read),
             f"Per-pick cost at n={n}: one read of X ({gigabytes * 1e3:.1f} MB; the fastest of a "
             f"matvec, an elementwise max and a column sum, each 20 passes in one loop: "
@@ -343,7 +341,7 @@ def run(size: str) -> list[BenchTable]:
                 rows += case_rows
                 case_facts[case] = facts
             notes = ["scikit-learn's bundled digits (1 797 × 64 pixel rows, 10 classes), rows "
-                     f"normalised; DiSF batches of 599 (3 batches). {load}.",
+                     "normalised; DiSF batches of 599 (3 batches).",
                      *_goal_notes(case_facts, _read_time(jnp.asarray(x))[0])]
             tables.append(BenchTable("Lev vs DiSF-style and other selectors on digits", rows,
                                      notes))

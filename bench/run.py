@@ -69,7 +69,8 @@ def main(argv=None) -> int:
         *device_facts(),
         f"- size: {size}; times are medians after a warm-up call",
         f"- timings comparable only below a 1-minute load average of {args.max_load}; each "
-        "table states the load before and after its module",
+        "table states the load before its module (the log has the load after it, which is the "
+        "bench's own threads)",
         "",
     ]
     sections, failed = [], []
@@ -93,9 +94,12 @@ def main(argv=None) -> int:
                 tables = [BenchTable(f"{name}: FAILED", [],
                                      notes=[trace.strip().splitlines()[-1]])]
         after = harness.load_average()
-        print(f"[bench] {name} done in {time.perf_counter() - t0:.1f}s", flush=True)
+        # the load after a module is its own threads', not the host's: the log has it, the
+        # tables state only the load the timing started from
+        print(f"[bench] {name} done in {time.perf_counter() - t0:.1f}s (load average "
+              f"{after:.2f} after)", flush=True)
         for table in tables:
-            stamp = f"load average {before:.2f} before the module, {after:.2f} after"
+            stamp = f"load average {before:.2f} before the module"
             if noisy and not args.strict_load:
                 table.title += f" (timed at load {before:.1f} > {args.max_load}: not comparable)"
                 stamp += " (above the threshold: times not comparable)"
