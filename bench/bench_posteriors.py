@@ -294,8 +294,10 @@ def run_suite(samplers: dict[str, Callable], posterior_list: Sequence[Posterior]
                 metrics["non-finite rows"] = m["nonfinite"]
             rows.append(Row(post.name, name, metrics, seconds, peer=j == 0))
     notes = [
-        f"Particles: N = {sizes.num_particles} (ETD hard: {HARD_PARTICLES}, on 90 <= d <= 128 "
-        f"only); ETD {sizes.etd_steps} steps, SVGD "
+        f"Particles: N = {sizes.num_particles}"
+        + (f" (ETD hard: {HARD_PARTICLES}, on 90 <= d <= 128 only)"
+           if any(name.startswith("ETD hard") for name in samplers) else "")
+        + f"; ETD {sizes.etd_steps} steps, SVGD "
         f"{sizes.svgd_steps} steps; NUTS {sizes.nuts_chains} chains x ({sizes.nuts_warmup} "
         f"warm-up + {sizes.nuts_draws} draws), all draws pooled. Init: each posterior's "
         "init_fn (N(0, I) on the unconstrained space).",

@@ -21,6 +21,7 @@ import numpy as np
 __all__ = [
     "AUTODIFF",
     "check_array",
+    "check_band",
     "check_callable",
     "check_choice",
     "check_chunk_size",
@@ -106,6 +107,22 @@ def check_number(name: str, value, *, positive: bool = True, allow_none: bool = 
         raise TypeError(f"{name} must be a concrete real number, got {value!r}") from err
     _check_range(name, value, positive, maximum)
     return value
+
+
+def check_band(name: str, value, *, around: float | None = None):
+    """A pair ``(low, high)`` of positive float hyper-parameters with ``low < high`` (and
+    ``low < around < high`` where ``around`` is given: a band around a ratio's ideal value);
+    checked when concrete, traced otherwise (:func:`check_hyperparameter`)."""
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise ValueError(f"{name} must be a pair (low, high), got {value!r}")
+    low = check_hyperparameter(f"{name}[0]", value[0])
+    high = check_hyperparameter(f"{name}[1]", value[1])
+    if is_concrete(low) and is_concrete(high):
+        if not float(low) < float(high):
+            raise ValueError(f"{name} must have low < high, got {tuple(value)!r}")
+        if around is not None and not float(low) < around < float(high):
+            raise ValueError(f"{name} must have low < {around:g} < high, got {tuple(value)!r}")
+    return low, high
 
 
 def check_hyperparameter(name: str, value, *, positive: bool = True, allow_none: bool = False,

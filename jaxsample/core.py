@@ -143,9 +143,9 @@ def run(
 
     Step ``t`` uses the key ``jax.random.fold_in(key, t)``, counted from the run's first step:
     the key of a step depends on the run's ``key`` and the step's number only, never on how many
-    steps a call makes. Every jaxsample state carries its step counter (``state.step``, int32,
-    incremented by each step), and the run starts from it, so a run continued from its returned
-    state equals one long run, bit for bit::
+    steps a call makes. Every jaxsample iterative sampler's state carries its step counter
+    (``state.step``, int32, incremented by each step), and the run starts from it, so a run
+    continued from its returned state equals one long run, bit for bit::
 
         state, _ = run(key, alg, state0, 500)
         state, _ = run(key, alg, state, 500)        # == run(key, alg, state0, 1000)

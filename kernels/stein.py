@@ -9,8 +9,9 @@ picks a family of fields, needs no reference and no normalising constant, and co
 - :func:`linear_ratios`: ``φ = (x_k − c_k) e_k``, the spread of each coordinate (1 for a sample
   of ``π``; about the squared sd ratio on a Gaussian).
 - :func:`score_bias`: ``φ = e_k``, ``E_π[s] = 0``, the offset of the mean.
-- :func:`scaling_ratios`: ``φ = x_j (e_j + β(x − c))``, one coordinate's spread *together with
-  a dilation of all the others*: the field along which a scale-mixture (a funnel, a
+- :func:`scaling_ratios`: ``φ = (x_j − β₁) e_j − (β₂ + β₃ x_j) Σ_{k≠j} (x_k − c_k) e_k`` with
+  the ``β`` fitted to the cloud, one coordinate's spread *together with a dilation of all the
+  others*: the field along which a scale-mixture (a funnel, a
   hierarchical scale) moves. It sees a cloud stuck in a funnel's neck, which the other two do
   not (there the cloud is locally right: every conditional spread matches, only the joint law
   along the funnel is wrong).
@@ -86,8 +87,8 @@ def scaling_ratios(x: jax.Array, score: jax.Array) -> tuple[jax.Array, jax.Array
     (``x_j A_j``: ``∇·(x_j x_k e_k) = x_j`` for ``k ≠ j``). The statistic is the regression
     estimate ``m_j = mean_i(T_ij − β_jᵀ R_ij)`` with ``R_j = (s_j, A_j, x_j A_j)`` and ``β_j``
     the least-squares fit of ``T_j`` on ``R_j``: the Stein term of the field
-    ``x_j (e_j + β(x − c))`` that best cancels the noise the other coordinates put into
-    ``T_j``.
+    ``(x_j − β₁) e_j − (β₂ + β₃ x_j) Σ_{k≠j} x_k e_k`` that best cancels the noise the other
+    coordinates put into ``T_j``.
 
     Why this family: in a scale mixture one coordinate ``v`` sets the scale of others,
     ``x_k | v ~ N(0, e^v)`` (Neal's funnel; ``log τ`` and the group effects of a centred

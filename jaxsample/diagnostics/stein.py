@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_array, check_hyperparameter, is_concrete
+from jaxsample._checks import check_array, check_band, check_hyperparameter, is_concrete
 from jaxsample.kernels import stein
 
 __all__ = ["SteinCheck", "SteinCheckInfo", "stein_check"]
@@ -96,15 +96,15 @@ def stein_check(positions, scores, *, band=(0.5, 1.5),
     if scores.shape != positions.shape:
         raise ValueError(f"scores must have the shape of positions {positions.shape}, got "
                          f"{scores.shape}")
+    if scores.dtype != positions.dtype:
+        raise TypeError(f"scores must have the dtype of positions ({positions.dtype}), got "
+                        f"{scores.dtype}")
     # band and level are float hyper-parameters: traced under jit/vmap, checked when concrete
-    low, high = (check_hyperparameter(f"band[{i}]", b) for i, b in enumerate(band))
-    if is_concrete((low, high)) and not low < 1 < high:
-        raise ValueError(f"band must satisfy low < 1 < high, got {tuple(band)}")
+    low, high = check_band("band", band, around=1.0)
     level = check_hyperparameter("level", level)
     if is_concrete(level) and not level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    dtype = jnp.result_type(positions.dtype, scores.dtype)
-    return _stein_check(positions.astype(dtype), scores.astype(dtype), low, high, level)
+    return _stein_check(positions, scores, low, high, level)
 
 
 @jax.jit

@@ -39,8 +39,9 @@ proposals, and the cloud collapses for good (German credit, d = 21, and the Brow
 d = 30: one distinct particle after 500 steps). With the defaults below ETD is calibrated on
 eight schools, German credit, the Brownian bridge and the banana (sd ratio 0.80–1.01, mean
 bias² ≤ 0.023), and on radon, stochastic volatility and an ill-conditioned Gaussian
-(d = 90–103) it is not, and raises ``collapsed``; on Neal's funnel it is neither (the cloud
-stays in the neck, where the local checks below cannot see it). So by default:
+(d = 90–103) it is not, and raises ``collapsed`` (:data:`ETD_HARD` below calibrates it
+there); on Neal's funnel and the centred eight schools the cloud stays in the neck, and the
+scale-mixture Stein test below raises ``collapsed``. So by default:
 
 - ``mutation_steps=2``: π-invariant MALA moves after every update, their step adapted towards
   0.574 acceptance (``mutation_adaptation_rate``), and the proposal step follows it
@@ -74,24 +75,34 @@ into a random walk (adapted step 0.03 instead of 0.25). :data:`ETD_HARD` changes
 - ``shrinkage=0``: Ledoit–Wolf shrinkage pulls both towards isotropy and spoils the mean on an
   ill-conditioned target (sd ratio 0.54 with shrinkage against 0.95 without, d = 100,
   ``N = 256``);
-- ``score_clip=None``: the drift is the whitened score itself;
-- ``mutation_steps=8``: the transport step's weights are degenerate at ``d ≈ 100`` (weight
-  ESS 2–3 of ``N·M``, tempered), so the π-invariant moves carry the sampling.
+- ``score_clip=50``: the whitened drift is clipped only far from the posterior (a typical
+  whitened score has norm ``√d``: 10 at d = 100, 32 at d = 1 000), where an unclipped drift
+  threw particles of radon out to where the density overflows (every step non-finite, sd
+  ratio 2.9) and the clip at 5 of the defaults would make MALA a random walk;
+- ``mutation_steps=16``: the transport step's weights are degenerate at ``d ≈ 100`` (weight
+  ESS 2–3 of ``N·M``, tempered), so the π-invariant moves carry the sampling; with 8 moves the
+  hierarchical scales of radon and stochastic volatility were borderline after 500 steps (sd
+  ratio 0.84–0.86, mean bias² 0.04–0.06), with 16 they are not (0.92–0.94, 0.015).
 
 **The verdict.** Every step records evidence that the cloud is not a sample of ``π`` (the
 flag ``info.degenerate``): fewer than ``collapse_fraction·N`` distinct proposals taken, the
 cloud's effective rank below ``collapse_fraction·min(N − 1, d)``, one proposal holding the
-weight (ESS < 1.5), and, with a score, two Stein identities that need no reference:
+weight (ESS < 1.5), and, with a score, three Stein tests that need no reference:
 ``E_π[(x − c)·∇log π(x)] = −d`` gives ``info.stein_ratio`` (the cloud's spread against ``π``'s,
 about the squared sd ratio on a Gaussian; degenerate outside ``stein_band = (0.6, 1.6)``, or
 one coordinate's ratio outside ``coordinate_stein_band = (0.3, 3)`` and significant at the
 Bonferroni level 0.01 over the coordinates) and
 ``E_π[∇log π] = 0`` gives ``info.score_bias`` (about the mean bias² in posterior sds;
-degenerate above 0.05). ``collapsed`` is raised when degenerate steps dominate the recent past
-(an exponential average with memory ``collapse_patience = 10`` steps above 1/2); an eager
-:func:`jaxsample.run` then warns once, and :func:`jaxsample.diagnostics.diagnose` names the
-problem and the remedy. The Stein checks see what counting particles cannot: a cloud of 100
-distinct particles 30× too narrow (ill-conditioned Gaussian, d = 100) or off-centre.
+degenerate above 0.05), and the scale-mixture test of
+:func:`jaxsample.kernels.stein.scaling_ratios` gives ``info.scaling_flag`` (each coordinate's
+Stein term along the field that also dilates the others: it sees a cloud stuck in a funnel's
+neck, right in every local spread and wrong along the funnel; degenerate when a coordinate's
+ratio is outside ``scaling_band = (0.5, 1.5)`` and significant). ``collapsed`` is raised
+when degenerate steps dominate the recent past (an exponential average with memory
+``collapse_patience = 10`` steps above 1/2); an eager :func:`jaxsample.run` then warns once,
+and :func:`jaxsample.diagnostics.diagnose` names the problem and the remedy. The Stein checks
+see what counting particles cannot: a cloud of 100 distinct particles 30× too narrow
+(ill-conditioned Gaussian, d = 100), off-centre, or stuck in a funnel's neck.
 
 **Choosing ε and the step.** ``ε`` is relative to the median cost, so it does not need rescaling
 with the dimension: ``ε ≈ 0.05–0.5`` works; small ``ε`` sends particles to their nearest
@@ -133,6 +144,7 @@ import numpy as np
 
 from jaxsample._checks import (
     check_array,
+    check_band,
     check_callable,
     check_choice,
     check_chunk_size,
@@ -176,10 +188,10 @@ COSTS = ("euclidean", "langevin")
 # the documented switch for hard posteriors (d ≈ 100, hierarchical scales): see the module
 # docstring, "Hard posteriors"; read-only, so a user cannot change every later caller's preset
 ETD_HARD = types.MappingProxyType({"preconditioner": "fisher", "shrinkage": 0.0,
-                               "score_clip": None, "mutation_steps": 8})
+                               "score_clip": 50.0, "mutation_steps": 16})
 # the family-wise level of the per-coordinate Stein tests' significance part (Bonferroni over
 # the d coordinates; their effect parts are ``coordinate_stein_band`` and ``scaling_band``)
-SCALING_LEVEL = 0.01
+STEIN_LEVEL = 0.01
 
 
 class ETDState(NamedTuple):
@@ -190,8 +202,9 @@ class ETDState(NamedTuple):
         f: particle Sinkhorn duals ``(N,)`` from the last step (warm start).
         g: proposal Sinkhorn duals ``(N·M,)`` from the last step (warm start).
         preconditioner: the adaptive preconditioner's running statistic: the (EMA) ensemble
-            covariance ``(d, d)`` for ``"ensemble"``, the RMSProp accumulator ``(d,)`` for
-            ``"diagonal"``, empty ``(0,)`` otherwise.
+            covariance ``(d, d)`` for ``"ensemble"``, the (EMA) covariances of the particles
+            and of their scores ``(2, d, d)`` for ``"fisher"``, the RMSProp accumulator
+            ``(d,)`` for ``"diagonal"``, empty ``(0,)`` otherwise.
         step: steps taken (int32); indexes ``epsilon`` / ``proposal_step`` schedules.
         log_step_scale: the adapted multiplier ``log(α_t / α)`` of the proposal step (0 at
             the start; it stays 0 when ``proposal_adaptation_rate = 0``, the default).
@@ -237,7 +250,8 @@ class ETDInfo(NamedTuple):
             sd ratio on a Gaussian). NaN without a score function.
         stein_ratio_min: the smallest per-coordinate ratio ``−(1/N) Σ_i (x_ik − x̄_k)
             ∂_k log π(x_i)`` (each is 1 in expectation under ``π``): one coordinate the cloud
-            covers too narrowly (a funnel's neck) hides in the mean over ``d`` but shows here.
+            covers too narrowly hides in the mean over ``d`` but shows here (a cloud stuck in
+            a funnel's neck does not: see ``scaling_flag``).
         stein_ratio_max: the largest per-coordinate ratio.
         score_bias: how far the cloud's mean is off, from the other Stein identity
             ``E_π[∇log π] = 0``: ``max(mean_k z_k² − 1, 0)/N`` with ``z_k = √N·mean_i s_ik /
@@ -554,16 +568,21 @@ def _fixed_update(statistic, x, raw_score, params):
     return statistic, _factor_whitening(jnp.asarray(params["scale"], x.dtype)), jnp.zeros((), bool)
 
 
-def _ensemble_update(statistic, x, raw_score, params):
-    """EMA of the Ledoit–Wolf ensemble covariance; a cloud whose effective rank fell below
-    ``collapse_fraction·min(N − 1, d)`` does not update it (a collapsed cloud would shrink the
-    proposals to nothing and lock itself in)."""
+def _ema_unless_collapsed(statistic, fresh, x, params):
+    """``ema·statistic + (1 − ema)·fresh``, except that a cloud whose effective rank fell below
+    ``collapse_fraction·min(N − 1, d)`` keeps the old statistic (a collapsed cloud would shrink
+    the proposals to nothing and lock itself in)."""
     n, d = x.shape
     mix = jnp.asarray(params["ema"], x.dtype)
     spread = linalg.effective_rank(x) >= jnp.asarray(params["collapse_fraction"], x.dtype) * min(
         n - 1, d)
-    fresh = mix * statistic + (1 - mix) * linalg.ledoit_wolf(x, params["shrinkage"])
-    statistic = jnp.where(spread, fresh, statistic)
+    return jnp.where(spread, mix * statistic + (1 - mix) * fresh, statistic)
+
+
+def _ensemble_update(statistic, x, raw_score, params):
+    """EMA of the Ledoit–Wolf ensemble covariance (:func:`_ema_unless_collapsed`)."""
+    statistic = _ema_unless_collapsed(statistic, linalg.ledoit_wolf(x, params["shrinkage"]), x,
+                                      params)
     chol, bad = linalg.safe_cholesky(statistic)
     return statistic, _factor_whitening(chol), bad
 
@@ -584,24 +603,25 @@ def _fisher_statistic(x, raw_score, shrinkage):
     """The pair ``(C, S)``: the Ledoit–Wolf covariances of the particles and of their scores
     ``(2, d, d)``, each score first clipped to 10× the median score norm: far from the
     posterior a few particles' scores reach 10²⁰ (stochastic volatility from N(0, I)), whose
-    squares overflow float32; in the bulk the clip does not bind."""
-    norms = jnp.linalg.norm(raw_score, axis=1)
-    score = linalg.clip_by_norm(raw_score, 10 * jnp.median(norms) + jnp.finfo(x.dtype).tiny)
+    squares overflow float32; in the bulk the clip does not bind. Norms are taken of rows
+    divided by their largest entry, so the clip itself does not overflow."""
+    peak = jnp.max(jnp.abs(raw_score), axis=1, keepdims=True)
+    peak = jnp.where(peak > 0, peak, jnp.ones_like(peak))
+    norms = peak * jnp.linalg.norm(raw_score / peak, axis=1, keepdims=True)
+    cap = 10 * jnp.median(norms) + jnp.finfo(x.dtype).tiny
+    score = raw_score * jnp.minimum(1, cap / jnp.maximum(norms, jnp.finfo(x.dtype).tiny))
     return jnp.stack([linalg.ledoit_wolf(x, shrinkage), linalg.ledoit_wolf(score, shrinkage)])
 
 
 def _fisher_update(statistic, x, raw_score, params):
-    """EMAs of the particles' and the scores' covariances, whitening with their geometric mean
-    (:func:`jaxsample.kernels.linalg.fisher_covariance`): the target's covariance on a
-    Gaussian whatever the cloud's spread, so a cloud too narrow or too wide is not locked in
-    (the ensemble covariance alone is). Frozen while the cloud has collapsed, as
-    ``"ensemble"``."""
-    n, d = x.shape
-    mix = jnp.asarray(params["ema"], x.dtype)
-    spread = linalg.effective_rank(x) >= jnp.asarray(params["collapse_fraction"], x.dtype) * min(
-        n - 1, d)
-    fresh = mix * statistic + (1 - mix) * _fisher_statistic(x, raw_score, params["shrinkage"])
-    statistic = jnp.where(spread, fresh, statistic)
+    """EMAs of the particles' and the scores' covariances (:func:`_ema_unless_collapsed`),
+    whitening with their geometric mean (:func:`jaxsample.kernels.linalg.fisher_covariance`):
+    the target's covariance on a Gaussian whatever the cloud's spread, so a cloud too narrow or
+    too wide is not locked in (the ensemble covariance alone is)."""
+    if raw_score is None:
+        raise ValueError("preconditioner='fisher' needs a score function")
+    statistic = _ema_unless_collapsed(
+        statistic, _fisher_statistic(x, raw_score, params["shrinkage"]), x, params)
     chol, bad = linalg.safe_cholesky(linalg.fisher_covariance(statistic[0], statistic[1]))
     return statistic, _factor_whitening(chol), bad
 
@@ -635,8 +655,8 @@ def build_kernel(
         warm_start: start Sinkhorn from the state's duals.
         max_iterations: Sinkhorn's iteration cap.
         chunk_size: particle rows per block of every ``N × P`` interaction, or None (dense).
-        preconditioner: None, ``"fixed"`` (the kernel's ``scale`` argument), ``"ensemble"`` or
-            ``"diagonal"``.
+        preconditioner: None, ``"fixed"`` (the kernel's ``scale`` argument), ``"ensemble"``,
+            ``"fisher"`` (needs ``score_fn``) or ``"diagonal"``.
         cost: ``"euclidean"`` (``½‖x_i − y_j‖²``) or ``"langevin"`` (``½‖m_i − y_j‖²``, the
             Langevin-residual cost), both in whitened coordinates and median-normalised.
         batched: ``logdensity_fn`` / ``score_fn`` take ``(n, d)`` blocks.
@@ -651,7 +671,8 @@ def build_kernel(
         step_fraction, mutation_step_size, rho, score_clip, tolerance, scale, shrinkage,
         ema, decay, min_weight_ess, target_weight_ess, target_acceptance,
         proposal_adaptation_rate, mutation_adaptation_rate, proposal_follows_mutation,
-        collapse_fraction) -> (ETDState, ETDInfo)``. The float arguments may be traced;
+        collapse_fraction, stein_band, coordinate_stein_band, max_score_bias, scaling_band)
+        -> (ETDState, ETDInfo)``. The float arguments may be traced;
         ``epsilon`` and ``proposal_step`` may be 1-D schedules indexed by ``state.step``;
         ``score_clip = 0`` means no clipping. Inputs are valid (:func:`etd` checked them).
     """
@@ -716,10 +737,10 @@ def build_kernel(
                     bias = stein.score_bias(raw_score)
                     coordinate_bad = stein.outside_band(
                         ratios, stein.linear_z(x, raw_score), coordinate_stein_band[0],
-                        coordinate_stein_band[1], SCALING_LEVEL)
+                        coordinate_stein_band[1], STEIN_LEVEL)
                     scaling, scaling_z = stein.scaling_ratios(x, raw_score)
                     scaling_bad = stein.outside_band(scaling, scaling_z, scaling_band[0],
-                                                     scaling_band[1], SCALING_LEVEL)
+                                                     scaling_band[1], STEIN_LEVEL)
                     scaling_min = jnp.min(scaling)
                 else:
                     centres = u
@@ -862,17 +883,6 @@ def _schedule(name, value):
     return check_hyperparameter(name, value)
 
 
-def _band(name, value):
-    """A pair ``0 < low < high`` of hyper-parameters."""
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        raise ValueError(f"{name} must be a pair (low, high), got {value!r}")
-    low = check_hyperparameter(f"{name}[0]", value[0])
-    high = check_hyperparameter(f"{name}[1]", value[1])
-    if is_concrete(low) and is_concrete(high) and not float(low) < float(high):
-        raise ValueError(f"{name} must have low < high, got {value!r}")
-    return low, high
-
-
 def _preconditioner(value):
     """``(kind, scale)`` from the ``preconditioner`` argument."""
     if value is None:
@@ -976,13 +986,20 @@ def etd(
             Cholesky factor ``L`` of a covariance (e.g. :func:`laplace_preconditioner`'s
             ``chol``) or ``Precision(P)``, ``"ensemble"`` (the particles' Ledoit–Wolf-shrunk
             covariance, an EMA, frozen while the cloud's effective rank is below the collapse
-            threshold) or ``"diagonal"`` (RMSProp on the squared scores, or the particles'
+            threshold), ``"fisher"`` (the geometric mean of the particles' covariance and the
+            inverse of their scores' covariance, each an EMA, frozen like ``"ensemble"``: the
+            target's covariance on a Gaussian however wrong the cloud's spread; needs a score
+            and, with ``shrinkage=0``, more particles than dimensions; see "Hard posteriors")
+            or ``"diagonal"`` (RMSProp on the squared scores, or the particles'
             variances without a score). Proposals, cost and mutation live in the whitened
             coordinates ``L⁻¹x``; the importance weights are exact for the proposal used
             (``L`` is fixed within a step and ``|det L|`` cancels).
-        shrinkage: ``"ensemble"``: Ledoit–Wolf intensity ``λ ∈ [0, 1]`` towards
-            ``(tr Σ/d) I``; None estimates it (Ledoit & Wolf 2004).
-        ema: ``"ensemble"``: weight ``∈ [0, 1)`` of the previous covariance (0: none).
+        shrinkage: ``"ensemble"`` and ``"fisher"``: Ledoit–Wolf intensity ``λ ∈ [0, 1]``
+            towards ``(tr Σ/d) I``; None estimates it (Ledoit & Wolf 2004). With
+            ``"fisher"`` shrinkage spoils the mean on an ill-conditioned target
+            (:data:`ETD_HARD` sets 0).
+        ema: ``"ensemble"`` and ``"fisher"``: weight ``∈ [0, 1)`` of the previous
+            statistic (0: none).
         decay: ``"diagonal"``: RMSProp decay ``β ∈ [0, 1)``.
         cost: ``"euclidean"`` (``½‖x_i − y_j‖²``, Mahalanobis when preconditioned) or
             ``"langevin"`` (``½‖m_i − y_j‖²`` from the Langevin centres: the reference code's
@@ -1094,10 +1111,11 @@ def etd(
         proposal_follows_mutation=np.asarray(float(bool(proposal_follows_mutation))),
         collapse_fraction=check_hyperparameter("collapse_fraction", collapse_fraction,
                                                positive=False, maximum=1.0),
-        stein_band=_band("stein_band", stein_band),
-        coordinate_stein_band=_band("coordinate_stein_band", coordinate_stein_band),
+        stein_band=check_band("stein_band", stein_band, around=1.0),
+        coordinate_stein_band=check_band("coordinate_stein_band", coordinate_stein_band,
+                                         around=1.0),
         max_score_bias=check_hyperparameter("max_score_bias", max_score_bias),
-        scaling_band=_band("scaling_band", scaling_band),
+        scaling_band=check_band("scaling_band", scaling_band, around=1.0),
     )
     if kind == "fixed":
         hyper["scale"] = scale
@@ -1140,6 +1158,15 @@ def etd(
         if kind == "ensemble":
             statistic = linalg.ledoit_wolf(flat, hyper["shrinkage"])
         elif kind == "fisher":
+            shrinkage = hyper["shrinkage"]
+            shrinkage_off = (shrinkage is not None and is_concrete(shrinkage)
+                             and float(shrinkage) == 0)
+            if shrinkage_off and flat.shape[0] <= d:
+                raise ValueError(
+                    f"position: preconditioner='fisher' with shrinkage=0 needs more particles "
+                    f"than dimensions (the covariances of the particles and of their scores are "
+                    f"singular otherwise), got N = {flat.shape[0]} for d = {d}; use N >= 2d, or "
+                    "shrinkage=None")
             raw, _ = _raw_score(flat_score, flat, batched)
             statistic = _fisher_statistic(flat, raw, hyper["shrinkage"])
         elif kind == "diagonal":
