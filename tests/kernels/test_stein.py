@@ -85,16 +85,17 @@ def test_scaling_ratios_invariant_to_translating_and_rescaling_cloud_and_target(
         np.testing.assert_allclose(linear(y, t), linear(x, s), rtol=1e-10, err_msg=name)
 
 
+def _all_kernels(x, s):
+    """Every kernel of the module on one cloud: ``(linear, ratio, z, bias, flag)``."""
+    ratio, z = stein.scaling_ratios(x, s)
+    return (stein.linear_ratios(x, s), ratio, z, stein.score_bias(s),
+            stein.outside_band(ratio, z, 0.5, 1.5, 0.01))
+
+
 def test_dtype_is_preserved(dtype):
     x, s = _gaussian_cloud(jax.random.key(2), 64, dtype)
 
-    @jax.jit
-    def all_kernels(x, s):
-        ratio, z = stein.scaling_ratios(x, s)
-        return (stein.linear_ratios(x, s), ratio, z, stein.score_bias(s),
-                stein.outside_band(ratio, z, 0.5, 1.5, 0.01))
-
-    linear, ratio, z, bias, flag = all_kernels(x, s)
+    linear, ratio, z, bias, flag = jax.jit(_all_kernels)(x, s)
     assert linear.dtype == ratio.dtype == z.dtype == bias.dtype == dtype
     assert linear.shape == ratio.shape == z.shape == (4,) and bias.shape == ()
     assert flag.dtype == jnp.bool_ and flag.shape == () and not bool(flag)
@@ -106,14 +107,9 @@ def test_jit_equals_eager_and_vmap_equals_a_loop():
     clouds = [_gaussian_cloud(k, 50, jnp.float32) for k in keys]
     xs, ss = (jnp.stack(c) for c in zip(*clouds, strict=True))
 
-    def kernels(x, s):
-        ratio, z = stein.scaling_ratios(x, s)
-        return (stein.linear_ratios(x, s), ratio, z, stein.score_bias(s),
-                stein.outside_band(ratio, z, 0.5, 1.5, 0.01))
-
-    batched = jax.jit(jax.vmap(kernels))(xs, ss)
+    batched = jax.jit(jax.vmap(_all_kernels))(xs, ss)
     for i, (x, s) in enumerate(clouds):
-        eager = kernels(x, s)
+        eager = _all_kernels(x, s)
         for got, want in zip(batched, eager, strict=True):
             # float32 sums reordered by the compiler: a few ulps of the terms' scale
             np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-4)
