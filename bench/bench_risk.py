@@ -332,7 +332,8 @@ def _gpd_table(size):
                         {"ΔlogL vs SciPy (min)": float(gain.min()),
                          "|Δξ| vs SciPy (max)": float(shape_gap.max()),
                          "ξ bias": float(err.mean()), "ξ rmse": float(np.sqrt(np.mean(err**2))),
-                         "converged": float(np.mean(ours.converged))}, seconds=seconds))
+                         "converged": float(np.mean(ours.solver.converged))},
+                        seconds=seconds))
         rows.append(Row(f"ξ = {shape:g}", "scipy.stats.genpareto.fit (loop)", {},
                         seconds=scipy_seconds, peer=True))
     notes.append(f"{num_sets} data sets of {size_each} excesses per shape, scale 2; ΔlogL >= 0 "

@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsample.kernels.solver import SolverStats
+
 __all__ = [
     "GPDFit",
     "expm1_ratio",
@@ -60,9 +62,10 @@ class GPDFit(NamedTuple):
         shape_se: asymptotic standard error of ξ, ``(1 + ξ)/√n`` (Smith 1984; valid for
             ``ξ > −1/2``).
         log_scale_se: asymptotic standard error of ``log σ``, ``√(2(1 + ξ)/n)``.
-        converged: the maximum lies inside the search range and is finite.
-        num_iterations: likelihood evaluations of the search (grid points plus golden-section
-            steps).
+        solver: the search's :class:`~jaxsample.kernels.solver.SolverStats`: likelihood
+            evaluations (grid points plus golden-section steps) and ``RESULTS.successful``
+            when the maximum lies inside the search range and is finite
+            (``max_iterations_reached`` on its edge, ``nonfinite`` for a non-finite fit).
         nonfinite: any output is not finite.
     """
 
@@ -72,8 +75,7 @@ class GPDFit(NamedTuple):
     num_exceedances: jax.Array
     shape_se: jax.Array
     log_scale_se: jax.Array
-    converged: jax.Array
-    num_iterations: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
@@ -240,6 +242,7 @@ def gpd_fit(excesses: jax.Array, weights: jax.Array | None = None) -> GPDFit:
         finite = jnp.isfinite(shape) & jnp.isfinite(scale) & jnp.isfinite(value)
         return GPDFit(
             shape=shape, scale=scale, log_likelihood=value, num_exceedances=total,
-            shape_se=shape_se, log_scale_se=log_scale_se, converged=interior & finite,
-            num_iterations=jnp.asarray(_GRID.shape[0] + _GOLDEN_STEPS + 2, jnp.int32),
+            shape_se=shape_se, log_scale_se=log_scale_se,
+            solver=SolverStats.of(_GRID.shape[0] + _GOLDEN_STEPS + 2,
+                                  converged=interior & finite, nonfinite=~finite),
             nonfinite=~finite)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.pairwise import nearest, sq_distances, sq_norms
 from jaxsample.kernels.resampling import categorical
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = ["INITS", "KMeansOutput", "assign", "kmeans"]
 
@@ -35,15 +36,15 @@ class KMeansOutput(NamedTuple):
         assignment: ``(N,)`` int32 cluster of every point, in ``[0, K)``.
         objective: ``()`` ``sum_i |x_i - centre|^2`` of the last assignment step (to the centres
             it was assigned to).
-        num_iterations: ``()`` int32 Lloyd iterations (or mini-batch steps) run.
-        converged: ``()`` bool, the stopping rule held before ``max_iterations``.
+        solver: :class:`~jaxsample.kernels.solver.SolverStats`: Lloyd iterations (or
+            mini-batch steps) run, ``RESULTS.successful`` when the stopping rule held before
+            ``max_iterations``.
     """
 
     centres: jax.Array
     assignment: jax.Array
     objective: jax.Array
-    num_iterations: jax.Array
-    converged: jax.Array
+    solver: SolverStats
 
 
 def assign(points, centres, origin, chunk_size: int | None = None):
@@ -127,7 +128,7 @@ def kmeans(key, points, num_clusters: int, max_iterations=20, tolerance=1e-4, *,
         >>> import jax
         >>> x = jax.random.normal(jax.random.key(0), (1000, 8))
         >>> out = kmeans(jax.random.key(1), x, 30, chunk_size=256)
-        >>> out.centres.shape, out.assignment.shape, int(out.num_iterations) <= 20
+        >>> out.centres.shape, out.assignment.shape, int(out.solver.num_iterations) <= 20
         ((30, 8), (1000,), True)
     """
     num_steps = None if progress is None else int(max_iterations)
@@ -175,7 +176,7 @@ def _kmeans(key, points, num_clusters, max_iterations, tolerance, *, init, batch
                      jnp.asarray(jnp.inf, dtype), jnp.zeros((), bool))
             it, centres, ids, objective, converged = jax.lax.while_loop(
                 lambda s: (s[0] < cap) & ~s[4], lloyd, state)
-            return KMeansOutput(centres, ids, objective, it, converged)
+            return KMeansOutput(centres, ids, objective, SolverStats.of(it, converged=converged))
 
         spread = jnp.mean(sq_norms(points - origin[None, :]))
 
@@ -197,4 +198,4 @@ def _kmeans(key, points, num_clusters, max_iterations, tolerance, *, init, batch
         it, centres, _, converged = jax.lax.while_loop(
             lambda s: (s[0] < cap) & ~s[3], minibatch, state)
         ids, dist = assign(points, centres, origin, chunk_size)
-        return KMeansOutput(centres, ids, jnp.sum(dist), it, converged)
+        return KMeansOutput(centres, ids, jnp.sum(dist), SolverStats.of(it, converged=converged))

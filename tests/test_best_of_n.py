@@ -162,7 +162,7 @@ def test_gpd_fit_matches_scipy_and_its_standard_errors(x64):
         ours = fit(jnp.asarray(y))
         c, _, scale = scipy.stats.genpareto.fit(y, floc=0)
         reference = scipy.stats.genpareto.logpdf(y, c, 0, scale).sum()
-        assert bool(ours.converged)
+        assert bool(ours.solver.converged)
         assert float(ours.log_likelihood) >= reference - 1e-6
         assert abs(float(ours.log_likelihood) - scipy.stats.genpareto.logpdf(
             y, float(ours.shape), 0, float(ours.scale)).sum()) < 1e-8
@@ -192,8 +192,8 @@ def test_tail_regime_classifies_the_three_regimes(x64):
     regime, info = risk.tail_regime(heavy, light)
     assert regime == "correct-dominant" and float(info.limit_accuracy) == 1.0
     assert bool(info.solver.converged) and not bool(info.nonfinite)
-    assert int(info.solver.num_iterations) == int(info.correct.num_iterations) + int(
-        info.incorrect.num_iterations)
+    assert int(info.solver.num_iterations) == int(info.correct.solver.num_iterations) + int(
+        info.incorrect.solver.num_iterations)
     assert risk.tail_regime(light, heavy)[0] == "incorrect-dominant"
     # equal index 1/2, scales 2 : 1: critical with limit share·c/(share·c + 1 − share)
     wide = scipy.stats.genpareto.rvs(0.5, scale=2.0, size=size, random_state=rng)

@@ -579,8 +579,8 @@ def _fits_solver(fit_c, fit_w):
     """One status for the two GPD fits: their likelihood evaluations add up; unsuccessful
     when a fit's maximum lies on the edge of its search range (``ξ = −1`` or past the grid:
     too few or degenerate excesses) or is not finite."""
-    return SolverStats.of(fit_c.num_iterations + fit_w.num_iterations,
-                          converged=fit_c.converged & fit_w.converged,
+    return SolverStats.of(fit_c.solver.num_iterations + fit_w.solver.num_iterations,
+                          converged=fit_c.solver.converged & fit_w.solver.converged,
                           nonfinite=fit_c.nonfinite | fit_w.nonfinite)
 
 

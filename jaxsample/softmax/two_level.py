@@ -518,7 +518,7 @@ def _build(key, embeddings, cluster_ids, *, num_clusters, num_samples, max_clust
         result = clustering.kmeans(key, embeddings, k, max_iterations, tolerance, init=init,
                                    batch_size=batch_size, chunk_size=chunk_size,
                                    progress=progress)
-        solver = SolverStats.of(result.num_iterations, converged=result.converged)
+        solver = result.solver
         # drop clusters k-means left empty: relabel the used ids to 0..K'-1 (host-side: the
         # bookkeeping sets shapes)
         host = np.asarray(result.assignment)

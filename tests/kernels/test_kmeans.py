@@ -29,7 +29,7 @@ def test_kmeans_objective_non_increasing_and_chunked_equals_dense(x64):
     assert np.all(np.diff(objectives) <= 1e-9 * objectives[:-1]), objectives
     assert objectives[-1] < objectives[0]
     for out in history:  # centres are the means of the returned partition; J >= its own SS
-        assert int(out.num_iterations) <= 8
+        assert int(out.solver.num_iterations) <= 8
         assert float(out.objective) >= _objective(points, out.assignment, 4) - 1e-9
     # the only chunk-dependent step, the assignment, is the same chunked or dense
     centres, origin = history[-2].centres, points.mean(0)  # what the 8th assignment saw
@@ -40,9 +40,9 @@ def test_kmeans_objective_non_increasing_and_chunked_equals_dense(x64):
     np.testing.assert_array_equal(chunked[0], history[-1].assignment)
     # random seeding with mini-batch steps lands near the Lloyd optimum on separated clusters
     lloyd = km.kmeans(key, points, 4, 200, 1e-8, chunk_size=32)
-    assert bool(lloyd.converged) and int(lloyd.num_iterations) < 200
+    assert bool(lloyd.solver.converged) and int(lloyd.solver.num_iterations) < 200
     minibatch = km.kmeans(key, points, 4, 200, 1e-5, init="random", batch_size=64, chunk_size=32)
-    assert bool(minibatch.converged) and int(minibatch.num_iterations) < 200
+    assert bool(minibatch.solver.converged) and int(minibatch.solver.num_iterations) < 200
     assert float(minibatch.objective) <= 1.5 * float(lloyd.objective)
 
 
@@ -62,4 +62,4 @@ def test_progress_meter_reports_every_iteration():
     points = clustered(3, sizes=(20, 30), spread=0.5)
     meter = Record()
     out = km.kmeans(jax.random.key(0), points, 2, 5, 0.0, chunk_size=16, progress=meter)
-    assert meter.seen == [(s, 5) for s in range(1, int(out.num_iterations) + 1)]
+    assert meter.seen == [(s, 5) for s in range(1, int(out.solver.num_iterations) + 1)]
