@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from jaxsample.kernels.solver import RESULTS, SolverStats, select
 
-__all__ = ["from_lineax", "from_optimistix"]
+__all__ = ["from_lineax", "from_optimistix", "warn_if_unsuccessful"]
 
 
 def from_optimistix(solution) -> SolverStats:
@@ -42,3 +42,29 @@ def from_lineax(solution) -> SolverStats:
     result = select(res == lx.RESULTS.successful, RESULTS.successful, result)
     steps = solution.stats.get("num_steps", jnp.zeros((), jnp.int32))
     return SolverStats(jnp.asarray(steps, jnp.int32), result)
+
+
+def warn_if_unsuccessful(stats: SolverStats, what: str, *, stacklevel: int = 3) -> None:
+    """One ``RuntimeWarning`` when an eager call's solver did not succeed.
+
+    ``what`` names the solve (``"stable_max_coverage's relaxation"``); the message is
+    ``RESULTS[result]``, which says how to fix it. Under tracing (``jit``, ``vmap``, ``grad``)
+    nothing is printed: the status stays in the Info's ``solver`` field for the caller to read.
+    A batch of solves (any leading axes) warns once, with the count that failed.
+    """
+    import warnings
+
+    from jaxsample._checks import is_concrete
+
+    converged = stats.converged
+    if not is_concrete(converged):
+        return
+    failed = ~jnp.asarray(converged)
+    if not bool(jnp.any(failed)):
+        return
+    first = jnp.argmax(failed.reshape(-1))
+    result = jax.tree.map(lambda v: jnp.broadcast_to(v, failed.shape).reshape(-1)[first],
+                          stats.result)
+    count = f" ({int(failed.sum())} of {failed.size} solves)" if failed.size > 1 else ""
+    warnings.warn(f"{what} did not succeed{count}: {RESULTS[result]}", RuntimeWarning,
+                  stacklevel=stacklevel)
