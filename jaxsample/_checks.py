@@ -182,6 +182,9 @@ def check_key(name: str, key) -> jax.Array:
     """A PRNG key: a new-style ``jax.random.key`` or a legacy ``uint32[2]`` ``PRNGKey``."""
     if key is None:
         raise TypeError(f"{name} must be a PRNG key (jax.random.key(seed)), got None")
+    if isinstance(key, int | np.integer) and not isinstance(key, bool):
+        raise TypeError(f"{name} must be a PRNG key, got the int {key}: pass "
+                        f"jax.random.key({key})")
     try:
         key = key if hasattr(key, "dtype") else jnp.asarray(key)
     except TypeError as err:
@@ -207,6 +210,7 @@ def check_array(
     dtype=None,
     finite: bool = False,
     min_rows: int | None = None,
+    layout: str | None = None,
 ) -> jax.Array:
     """An array of the expected rank, shape, dtype kind and (when concrete) finiteness.
 
@@ -219,6 +223,9 @@ def check_array(
         dtype: an exact dtype the array must have (e.g. matching another argument).
         finite: refuse NaN or ±inf entries (checked only when concrete).
         min_rows: minimum length of the leading axis.
+        layout: the axes' names, e.g. ``"(num_particles, dim)"``: a wrong rank or shape is
+            then reported against them (``position must have shape (num_particles, dim), got
+            shape (2,)``), with the reshape a 1-D input needs.
 
     Returns:
         ``value`` as a JAX array (unchanged dtype).
@@ -232,11 +239,19 @@ def check_array(
     if shape is not None:
         ndim = len(shape)
     if ndim is not None and array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {array.shape}")
+        if layout is None:
+            raise ValueError(f"{name} must have {ndim} dimension(s), got shape {array.shape}")
+        hint = ""
+        if ndim == 2 and array.ndim == 1:
+            hint = (f": one row per point; for {array.shape[0]} points of one coordinate pass "
+                    f"{name}[:, None], for one point of {array.shape[0]} coordinates "
+                    f"{name}[None, :]")
+        raise ValueError(f"{name} must have shape {layout}, got shape {array.shape}{hint}")
     if shape is not None and any(s is not None and s != a for s, a in zip(shape, array.shape,
                                                                           strict=True)):
         want = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
-        raise ValueError(f"{name} must have shape {want}, got {array.shape}")
+        named = "" if layout is None else f" {layout}"
+        raise ValueError(f"{name} must have shape {want}{named}, got {array.shape}")
     if kind is not None and not jnp.issubdtype(array.dtype, _KINDS[kind]):
         raise TypeError(f"{name} must be {kind}, got dtype {array.dtype}")
     if dtype is not None and array.dtype != dtype:

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from jaxsample._checks import check_int, check_progress, is_concrete
+from jaxsample._checks import check_int, check_key, check_progress, is_concrete
 
 __all__ = ["RunUntilInfo", "SamplingAlgorithm", "Step", "run", "run_until"]
 
@@ -129,6 +129,39 @@ def _check_algorithm(algorithm) -> None:
             f"{' and '.join(missing)}")
 
 
+def _check_state(initial_state) -> None:
+    """Refuse what cannot be a state: ``None``, a string, a callable (an algorithm in the
+    state's place)."""
+    if initial_state is None or isinstance(initial_state, str | bytes) or callable(
+            initial_state):
+        raise TypeError("initial_state must be the state that algorithm.init returns "
+                        "(state = alg.init(x0)), got " + type(initial_state).__name__)
+
+
+def _looks_like_positions(initial_state) -> bool:
+    """A bare array or a plain container of arrays, not a state NamedTuple: what a caller passes
+    when they meant ``alg.init(x0)``."""
+    return not hasattr(initial_state, "_fields") and all(
+        hasattr(leaf, "shape") for leaf in jax.tree.leaves(initial_state))
+
+
+def _traced(call, initial_state):
+    """Run ``call()`` (which traces the algorithm's step on ``initial_state``); a step that
+    reads a state field which the given value lacks, when that value looks like positions,
+    gets the hint a newcomer needs instead of a tracer's missing attribute."""
+    try:
+        return call()
+    except AttributeError as err:
+        if not _looks_like_positions(initial_state):
+            raise
+        shapes = jax.tree.map(jnp.shape, initial_state)
+        raise TypeError(
+            f"initial_state must be the state that algorithm.init returns, got "
+            f"{type(initial_state).__name__} {shapes} that the step cannot read ({err}). "
+            "Did you pass positions? Call the algorithm's init first: "
+            "state = alg.init(x0); jaxsample.run(key, alg, state, num_steps)") from err
+
+
 def run(
     key: jax.Array,
     algorithm: SamplingAlgorithm,
@@ -218,15 +251,18 @@ def run(
         >>> trace.shape
         (50,)
     """
+    key = check_key("key", key)
     _check_algorithm(algorithm)
+    _check_state(initial_state)
     num_steps = check_int("num_steps", num_steps, 1)
     first_step = _check_first_step(first_step, initial_state)
     if transform is not None and not callable(transform):
         raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
     check_progress(progress)
     dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
-    final_state, trace = _run(key, dynamic, _Static(static), initial_state, first_step,
-                              num_steps, transform or _default_transform, progress)
+    final_state, trace = _traced(
+        lambda: _run(key, dynamic, _Static(static), initial_state, first_step, num_steps,
+                     transform or _default_transform, progress), initial_state)
     _warn_if_collapsed(final_state)
     return final_state, trace
 
@@ -309,7 +345,9 @@ def run_until(
         >>> bool(info.done), bool(jnp.abs(state) > 3.0), int(info.num_steps) > 0
         (True, True, True)
     """
+    key = check_key("key", key)
     _check_algorithm(algorithm)
+    _check_state(initial_state)
     if not callable(done_fn):
         raise TypeError(f"done_fn must be callable, got {type(done_fn).__name__}")
     if isinstance(max_steps, int) and not isinstance(max_steps, bool):
@@ -325,8 +363,9 @@ def run_until(
                         f"total), got {type(max_steps).__name__}")
     dynamic, static = eqx.partition(algorithm.step, eqx.is_array)
     meter = None if progress is None else (progress, max_steps)
-    final_state, info = _run_until(key, dynamic, _Static(static), initial_state, first_step,
-                                   jnp.asarray(max_steps, jnp.int32), done_fn, meter)
+    final_state, info = _traced(
+        lambda: _run_until(key, dynamic, _Static(static), initial_state, first_step,
+                           jnp.asarray(max_steps, jnp.int32), done_fn, meter), initial_state)
     _warn_if_collapsed(final_state)
     return final_state, info
 

@@ -352,3 +352,73 @@ def test_progress_under_pmap_reports_each_step_once():
         jax.random.split(jax.random.key(0), 4), jnp.zeros((4, 2)))
     jax.effects_barrier()
     assert meter.steps_reported == [4, 8]
+
+
+# ----------------------------------------------------------------------------------------------
+# The mistakes a newcomer makes first get a hint, not JAX's internals
+
+
+def _call(runner, key, alg, state):
+    if runner == "run":
+        return jaxsample.run(key, alg, state, 3)
+    return jaxsample.run_until(key, alg, state, done_fn=lambda s: False, max_steps=3)
+
+
+@pytest.mark.parametrize("runner", ["run", "run_until"])
+def test_an_int_key_is_refused_naming_key(runner):
+    with pytest.raises(TypeError, match=r"key must be a PRNG key, got the int 0: pass "
+                                        r"jax\.random\.key\(0\)"):
+        _call(runner, 0, ar1_algorithm(), jnp.zeros(2))
+    with pytest.raises(TypeError, match="key must be a PRNG key"):
+        _call(runner, jnp.zeros(3), ar1_algorithm(), jnp.zeros(2))
+
+
+@pytest.mark.parametrize("runner", ["run", "run_until"])
+def test_positions_for_a_state_say_to_call_init(runner):
+    from jaxsample.mcmc import mala
+
+    def logdensity(x):
+        return -0.5 * jnp.sum(x**2)
+
+    etd = jaxsample.etd(logdensity, score_fn="autodiff")
+    with pytest.raises(TypeError, match=r"Did you pass positions\? .*state = alg\.init\(x0\)"):
+        _call(runner, jax.random.key(0), etd, jnp.zeros((20, 2)))
+    # a pytree position too
+    walker = mala(lambda p: -0.5 * jnp.sum(p["mu"] ** 2), step_size=0.1)
+    with pytest.raises(TypeError, match=r"alg\.init\(x0\)"):
+        _call(runner, jax.random.key(0), walker, {"mu": jnp.zeros(2)})
+    with pytest.raises(TypeError, match="initial_state must be the state"):
+        _call(runner, jax.random.key(0), walker, None)
+
+
+def test_a_wrong_rank_is_reported_against_the_named_layout():
+    from jaxsample._checks import check_array
+
+    with pytest.raises(ValueError, match=r"position must have shape \(num_particles, dim\), got "
+                                         r"shape \(2,\): .*position\[:, None\]"):
+        check_array("position", jnp.zeros(2), ndim=2, layout="(num_particles, dim)")
+    with pytest.raises(ValueError, match=r"must have 2 dimension\(s\), got shape \(2,\)$"):
+        check_array("position", jnp.zeros(2), ndim=2)  # without a layout: as before
+
+
+@pytest.mark.xfail(strict=True, reason="ETD's init names no layout yet: its check_array call "
+                   "(jaxsample/particles/etd.py, init_fn) needs layout='(num_particles, dim)'")
+def test_a_one_dimensional_cloud_names_num_particles_and_dim():
+    alg = jaxsample.etd(lambda x: -0.5 * jnp.sum(x**2), score_fn="autodiff")
+    with pytest.raises(ValueError, match=r"\(num_particles, dim\)"):
+        alg.init(jnp.zeros(2))
+
+
+def test_a_started_meter_counts_compilation_and_labels_its_lines():
+    import time
+
+    out = io.StringIO()
+    meter = TextProgress(every=2, file=out, label="AR(1), rho = 0.9").start()
+    time.sleep(0.3)  # stands for the compilation that start() is called before
+    run(jax.random.key(0), ar1_algorithm(), jnp.zeros(2), 4, progress=meter)
+    jax.effects_barrier()
+    lines = out.getvalue().splitlines()
+    assert [line.split(": step ")[0] for line in lines] == ["AR(1), rho = 0.9"] * 2
+    assert float(lines[0].rsplit(" ", 1)[1].rstrip("s")) >= 0.3
+    with pytest.raises(TypeError, match="label"):
+        TextProgress(label=3)
