@@ -32,6 +32,19 @@ duality gives ``D(τ) >= Φ(x*)`` for every τ. The solver carries the same t-we
 of the indicators ``1[Bx < 1]``, evaluates ``D(τ̄)`` and also tries its primal ``Π(ḡ / reg)``; the
 returned ``gap = D(τ̄) − Φ(x)`` bounds ``Φ(x*) − Φ(x)``, hence ``‖x − x*‖₁ <= sqrt(2 k gap / reg)``.
 
+**Stopping rule: the relative duality gap.** ``D(τ̄)`` needs no pass over the incidence (one
+projection of ``ḡ / reg``), so it is evaluated after every step, and the loop
+(``lax.while_loop``) stops as soon as ``(D(τ̄_t) − max_{s<=t} Φ(x_s)) / D(τ̄_t) <= tolerance``, or
+after ``max_steps``. Since ``(Φ* − Φ)/Φ*`` increases with ``Φ*`` and ``Φ* <= D``, the relative gap
+``gap / D`` bounds the relative suboptimality ``(Φ(x*) − Φ(x)) / Φ(x*)``; it is invariant to the
+scale of ``(w, reg)`` together. The rate depends on ``reg``: the theory of the t-weighted step
+(Lacoste-Julien et al. 2012, with the ``(reg/k)``-strong concavity of ``reg·H`` in ℓ₁ and
+``G = ‖g‖_∞ <= max_i w(S_i)``) gives ``gap_T <= 2 k G² / (reg (T + 1))``, i.e. steps ∝ ``1 / reg``
+for a fixed accuracy; measured on random and disc instances (n = 3000, m = 120, k = 10, unit
+weights) the steps to a relative gap of ``10⁻³`` were ``0.5–3.5·10³ / reg`` for reg in
+``[0.3, 10]`` (the bound itself is 10²–10³ times pessimistic there). The public entry points turn
+this into their default step cap (:mod:`jaxsample.subset.coverage`).
+
 **KL projection** (:func:`kl_project`) onto the capped simplex: ``Π(l) = min(0, s + l)`` in log
 space, with s the root of ``Σ_i min(1, e^{s + l_i}) = k``. Given the capped set C the root is
 ``s(C) = log(k − |C|) − LSE_{i∉C} l_i``, so the 1-D root find is run as iterated capping in
@@ -69,6 +82,7 @@ __all__ = [
     "kl_project",
     "mask_coverage",
     "num_sets",
+    "relative_gap",
     "relaxed_coverage",
     "set_totals",
 ]
@@ -188,6 +202,10 @@ class Relaxation(NamedTuple):
         objective: ``Φ(x) = F(x) + reg·H(x)``.
         dual_value: ``D(τ̄) >= Φ(x*)``.
         gap: ``max(D(τ̄) − Φ(x), 0)``, a bound on ``Φ(x*) − Φ(x)``.
+        relative_gap: ``gap / D(τ̄)`` (0 where ``D = 0``), a bound on
+            ``(Φ(x*) − Φ(x)) / Φ(x*)``.
+        num_steps: int32, the mirror steps taken.
+        converged: ``relative_gap <= tolerance``.
     """
 
     log_marginals: jax.Array
@@ -196,6 +214,9 @@ class Relaxation(NamedTuple):
     objective: jax.Array
     dual_value: jax.Array
     gap: jax.Array
+    relative_gap: jax.Array
+    num_steps: jax.Array
+    converged: jax.Array
 
 
 def num_sets(incidence: Incidence) -> int:
@@ -304,19 +325,38 @@ def _evaluate(incidence, weights, log_x):
     return value, entropy, counts
 
 
+def relative_gap(gap: jax.Array, dual_value: jax.Array) -> jax.Array:
+    """``gap / D`` with ``0/0 = 0`` (an instance of zero total weight is solved by any x)."""
+    safe = jnp.where(dual_value > 0, dual_value, jnp.ones_like(dual_value))
+    return jnp.where(dual_value > 0, gap / safe, jnp.where(gap > 0, jnp.inf, 0).astype(gap.dtype))
+
+
+def _dual(weights, mean_gradient, mean_uncovered, reg, k):
+    """``D(τ̄)`` and the log of its primal ``Π(ḡ / reg)`` (no pass over the incidence)."""
+    log_dual_x = kl_project(mean_gradient / reg, k)
+    dual_x = jnp.exp(log_dual_x)
+    value = (jnp.sum(weights) - mean_uncovered + mean_gradient @ dual_x
+             - reg * jnp.sum(dual_x * log_dual_x))
+    return value, log_dual_x
+
+
 def entropic_mirror_ascent(incidence: Incidence, weights: jax.Array, k: int, reg: jax.Array,
-                           num_steps: int, report=None) -> Relaxation:
+                           max_steps: int, tolerance=0.0, report=None) -> Relaxation:
     """Maximises ``F + reg·H`` over ``Δ_k`` by entropic mirror ascent (module docstring).
 
-    Starts at ``x = (k/m)·1``; each step costs one ``Bx``, one ``Bᵀu`` and one projection.
+    Starts at ``x = (k/m)·1``; each step costs one ``Bx``, one ``Bᵀu`` and two projections (the
+    step's and the dual certificate's). Stops when the relative duality gap is at most
+    ``tolerance`` (``tolerance = 0``: runs all ``max_steps``, up to rounding) or a value turned
+    NaN.
 
     Args:
         incidence: dense ``(n, m)`` 0/1 float array (weights' dtype) or :class:`PaddedIncidence`.
         weights: ``(n,)`` element weights ``>= 0``.
         k: static, ``1 <= k < m``.
         reg: entropic weight ``> 0`` (traced scalar).
-        num_steps: static number of mirror steps.
-        report: optional static ``report(step, num_steps)``, called while tracing each step with
+        max_steps: static cap on mirror steps.
+        tolerance: the relative duality gap to stop at (traced scalar).
+        report: optional static ``report(step, max_steps)``, called while tracing each step with
             the traced 1-based step (a progress meter's hook; the kernel itself prints nothing).
 
     Returns:
@@ -326,10 +366,15 @@ def entropic_mirror_ascent(incidence: Incidence, weights: jax.Array, k: int, reg
         m = num_sets(incidence)
         dtype = weights.dtype
         reg = jnp.asarray(reg, dtype)
+        tolerance = jnp.asarray(tolerance, dtype)
         log_x0 = jnp.full((m,), jnp.log(jnp.asarray(k / m, dtype)))
 
-        def step(t, carry):
-            log_x, mean_gradient, mean_uncovered, best_log_x, best_objective = carry
+        def running(carry):
+            t, rel = carry[0], carry[-1]
+            return (t < max_steps) & (rel > tolerance) & ~jnp.isnan(rel)
+
+        def step(carry):
+            t, log_x, mean_gradient, mean_uncovered, best_log_x, best_objective, _ = carry
             value, entropy, counts = _evaluate(incidence, weights, log_x)
             objective = value + reg * entropy
             better = objective > best_objective
@@ -342,19 +387,19 @@ def entropic_mirror_ascent(incidence: Incidence, weights: jax.Array, k: int, reg
             mean_gradient = (1 - rho) * mean_gradient + rho * gradient
             mean_uncovered = (1 - rho) * mean_uncovered + rho * jnp.sum(under)
             log_x = kl_project((1 - rho) * log_x + rho * gradient / reg, k)
+            dual_value, _ = _dual(weights, mean_gradient, mean_uncovered, reg, k)
+            rel = relative_gap(jnp.maximum(dual_value - best_objective, 0), dual_value)
             if report is not None:
-                report(t + 1, num_steps)
-            return log_x, mean_gradient, mean_uncovered, best_log_x, best_objective
+                report(t + 1, max_steps)
+            return (t + 1, log_x, mean_gradient, mean_uncovered, best_log_x, best_objective, rel)
 
         zero = jnp.zeros((), dtype)
-        start = (log_x0, jnp.zeros((m,), dtype), zero, log_x0, jnp.asarray(-jnp.inf, dtype))
-        log_x, mean_gradient, mean_uncovered, best_log_x, _ = jax.lax.fori_loop(
-            0, num_steps, step, start)
+        start = (jnp.zeros((), jnp.int32), log_x0, jnp.zeros((m,), dtype), zero, log_x0,
+                 jnp.asarray(-jnp.inf, dtype), jnp.asarray(jnp.inf, dtype))
+        steps, log_x, mean_gradient, mean_uncovered, best_log_x, best_objective, loop_rel = (
+            jax.lax.while_loop(running, step, start))
 
-        log_dual_x = kl_project(mean_gradient / reg, k)
-        dual_x = jnp.exp(log_dual_x)
-        dual_value = (jnp.sum(weights) - mean_uncovered + mean_gradient @ dual_x
-                      - reg * jnp.sum(dual_x * log_dual_x))
+        dual_value, log_dual_x = _dual(weights, mean_gradient, mean_uncovered, reg, k)
         # the best iterate, the last iterate and the dual-average primal: keep the best by Φ
         candidates = jnp.stack([best_log_x, log_x, log_dual_x])
         values, entropies, _ = jax.vmap(lambda c: _evaluate(incidence, weights, c))(candidates)
@@ -362,8 +407,12 @@ def entropic_mirror_ascent(incidence: Incidence, weights: jax.Array, k: int, reg
         best = jnp.argmax(objectives)
         log_x, value, entropy, objective = (candidates[best], values[best], entropies[best],
                                             objectives[best])
-        gap = jnp.maximum(dual_value - objective, 0)
-        return Relaxation(log_x, value, entropy, objective, dual_value, gap)
+        # the loop's certificate holds for the kept x too (its Φ is no smaller); the two differ
+        # by the rounding of evaluating Φ twice, so the smaller is reported
+        gap = jnp.maximum(dual_value - jnp.maximum(objective, best_objective), 0)
+        rel = jnp.minimum(relative_gap(gap, dual_value), loop_rel)
+        return Relaxation(log_x, value, entropy, objective, dual_value, gap, rel, steps,
+                          rel <= tolerance)
 
 
 def greedy_coverage(incidence: Incidence, weights: jax.Array, k: int):

@@ -175,9 +175,9 @@ def instance():
     with jax.enable_x64(True):
         incidence = jnp.asarray(dense)
 
-        def solve(reg, w):
+        def solve(reg, w):   # tolerance 0: all 2000 steps (those at reg >= 100 stop at gap 0)
             return subset.max_coverage_relaxation(incidence, 4, reg=reg, weights=w,
-                                                  num_steps=2000)
+                                                  num_steps=2000, tolerance=0.0)
 
         xs, infos = jax.jit(jax.vmap(solve))(jnp.asarray(batch_regs),
                                              jnp.asarray(np.stack(batch_weights)))
@@ -248,11 +248,19 @@ def test_stability_bound_for_add_and_delete_neighbours(instance):
 
 def test_nonfinite_weights_under_a_trace_are_flagged(instance):
     """A NaN weight passed under vmap (unchecked) sets CoverageRelaxationInfo.nonfinite, and its
-    solver status says so."""
-    assert instance["infos"].nonfinite[-1]
-    assert not np.any(instance["infos"].nonfinite[:-1])
-    converged = np.asarray(instance["infos"].solver.converged)
-    assert not converged[-1] and np.all(converged[:-1])
+    solver status says so; the finite solves, run for all their steps at tolerance 0, report the
+    step cap unless their gap reached 0 (large reg)."""
+    from jaxsample import RESULTS
+
+    infos = instance["infos"]
+    assert infos.nonfinite[-1]
+    assert not np.any(infos.nonfinite[:-1])
+    result = np.asarray(infos.solver.result._value)
+    assert result[-1] == RESULTS.nonfinite._value
+    exact = infos.relative_gap[:-1] == 0
+    assert np.all(result[:-1][exact] == RESULTS.successful._value)
+    assert np.all(result[:-1][~exact] == RESULTS.max_iterations_reached._value)
+    assert np.all(infos.solver.num_iterations[:-1][~exact] == 2000)
 
 
 def test_sparse_incidence_matches_dense(instance, x64):
@@ -264,9 +272,10 @@ def test_sparse_incidence_matches_dense(instance, x64):
     for e, r in enumerate(rows):
         indices[e, :r.size] = r
     sparse = subset.PaddedIncidence.from_indices(indices, num_sets=dense.shape[1])
-    x, info = subset.max_coverage_relaxation(sparse, 4, reg=instance["regs"][1],
-                                             weights=jnp.asarray(instance["weights"]),
-                                             num_steps=2000)
+    with pytest.warns(RuntimeWarning, match="mirror ascent"):     # tolerance 0: the cap
+        x, info = subset.max_coverage_relaxation(sparse, 4, reg=instance["regs"][1],
+                                                 weights=jnp.asarray(instance["weights"]),
+                                                 num_steps=2000, tolerance=0.0)
     np.testing.assert_allclose(x, instance["xs"][1], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(info.gap, instance["infos"].gap[1], rtol=1e-6, atol=1e-12)
 
@@ -282,7 +291,8 @@ def test_correlated_k_subset_reports_its_fit(x64):
     assert float(info.residual) == float(fit.residual) <= 1e-10
     assert int(info.solver.num_iterations) == int(fit.solver.num_iterations) > 1
     assert bool(info.solver.converged) and not bool(info.nonfinite)
-    _, short = subset.correlated_k_subset(key, x, K, tolerance=1e-12, max_iterations=1)
+    with pytest.warns(RuntimeWarning, match="weight fit"):
+        _, short = subset.correlated_k_subset(key, x, K, tolerance=1e-12, max_iterations=1)
     assert not bool(short.solver.converged) and int(short.solver.num_iterations) == 1
     assert float(short.residual) > 1e-12
     _, none = subset.correlated_k_subset(key, x, K, scheme="systematic")
@@ -300,15 +310,112 @@ def test_progress_meter_reports_the_mirror_steps_and_changes_nothing():
     incidence = np.random.default_rng(3).random((30, 9)) < 0.3
     out = io.StringIO()
     meter = jaxsample.TextProgress(every=5, file=out)
-    kwargs = dict(reg=0.5, num_steps=20, scheme="systematic")
-    mask, info = subset.stable_max_coverage(jax.random.key(0), incidence, 3, progress=meter,
-                                            **kwargs)
+    kwargs = dict(reg=0.5, num_steps=20, gap_tolerance=0.0, scheme="systematic")
+    with pytest.warns(RuntimeWarning):       # tolerance 0: the 20-step cap is reached
+        mask, info = subset.stable_max_coverage(jax.random.key(0), incidence, 3,
+                                                progress=meter, **kwargs)
     jax.effects_barrier()
     assert meter.steps_reported == [5, 10, 15, 20]
-    plain_mask, plain = subset.stable_max_coverage(jax.random.key(0), incidence, 3, **kwargs)
+    with pytest.warns(RuntimeWarning):
+        plain_mask, plain = subset.stable_max_coverage(jax.random.key(0), incidence, 3,
+                                                       **kwargs)
     np.testing.assert_array_equal(mask, plain_mask)
     np.testing.assert_array_equal(info.marginals, plain.marginals)
     # one solver status: the 20 mirror steps, then the (absent) fit of the systematic rounding
-    assert int(info.solver.num_iterations) == 20 and bool(info.solver.converged)
+    assert int(info.solver.num_iterations) == 20 and not bool(info.solver.converged)
     with pytest.raises(TypeError, match="progress"):
         subset.max_coverage_relaxation(incidence, 3, reg=0.5, progress="bar")
+
+
+def _result(stats):
+    from jaxsample import RESULTS
+
+    return RESULTS[stats.result].split(";")[0] or "successful"
+
+
+_CAPPED = "did not converge within max_iterations"
+
+
+def _no_warning(fn):
+    """``fn()`` with warnings turned into errors: a traced call must not warn."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn()
+
+
+def test_default_steps_reach_the_relative_gap_at_the_issue_size():
+    """n = 3000 elements, m = 120 sets, k = 10, reg = 0.3 (a skewed random set system): the
+    former fixed 500 steps stopped at a duality gap of 126 (relative 0.07) reported as success;
+    the default cap chosen from reg runs until the relative gap is <= 1e-3 and says so."""
+    from jaxsample.datasets import random_instance
+
+    inst = random_instance(0, 3000, 120, 10, num_neighbours=2)
+    incidence = subset.PaddedIncidence.from_indices(inst.indices[:3000], num_sets=120)
+    x, info = _no_warning(lambda: subset.max_coverage_relaxation(incidence, 10, reg=0.3))
+    assert bool(info.solver.converged) and float(info.relative_gap) <= 1e-3
+    assert float(info.gap) <= 1e-3 * (float(info.objective) + float(info.gap)) * (1 + 1e-5)
+    assert 500 < int(info.solver.num_iterations) <= 8000 / 0.3 + 1
+
+
+@pytest.fixture(scope="module")
+def small_instance():
+    rng = np.random.default_rng(44)
+    return jnp.asarray(rng.random((60, 12)) < 0.25)
+
+
+def test_relaxation_short_of_its_gap_is_reported(small_instance):
+    """5 mirror steps at reg = 0.3 miss the relative gap 1e-3: max_iterations_reached in the
+    Info under jit (no warning), one RuntimeWarning eagerly; a met tolerance is successful."""
+    solve = jax.jit(lambda inc: subset.max_coverage_relaxation(inc, 3, reg=0.3, num_steps=5))
+    _, info = _no_warning(lambda: solve(small_instance))
+    assert _result(info.solver) == _CAPPED and int(info.solver.num_iterations) == 5
+    assert float(info.relative_gap) > 1e-3
+    with pytest.warns(RuntimeWarning, match="max_coverage_relaxation") as record:
+        _, eager = subset.max_coverage_relaxation(small_instance, 3, reg=0.3, num_steps=5)
+    assert len(record) == 1 and _result(eager.solver) == _CAPPED
+    _, met = _no_warning(lambda: subset.max_coverage_relaxation(small_instance, 3, reg=0.3))
+    assert bool(met.solver.converged) and float(met.relative_gap) <= 1e-3
+    assert int(met.solver.num_iterations) < 8000 / 0.3
+
+
+def test_stable_coverage_short_of_its_gap_or_fit_is_reported(small_instance):
+    """stable_max_coverage reports the first failure of its two solves: the relaxation's step
+    cap, else the fit's; under jit in the Info, eagerly as one warning."""
+    key = jax.random.key(4)
+    solve = jax.jit(lambda key, inc: subset.stable_max_coverage(key, inc, 3, reg=0.3,
+                                                                num_steps=5))
+    _, info = _no_warning(lambda: solve(key, small_instance))
+    assert _result(info.solver) == _CAPPED and float(info.relative_gap) > 1e-3
+    with pytest.warns(RuntimeWarning, match="stable_max_coverage") as record:
+        subset.stable_max_coverage(key, small_instance, 3, reg=0.3, num_steps=5)
+    assert len(record) == 1
+    # the relaxation converges, the fit is stopped after one iteration (its jit path: above)
+    with pytest.warns(RuntimeWarning, match="stable_max_coverage") as record:
+        _, info = subset.stable_max_coverage(key, small_instance, 3, reg=0.3, tolerance=1e-12,
+                                             max_iterations=1)
+    assert len(record) == 1
+    assert _result(info.solver) == _CAPPED and float(info.relative_gap) <= 1e-3
+    assert float(info.fit_residual) > 1e-12
+
+
+def test_fit_short_of_its_tolerance_is_reported(x64):
+    """fit_weights and correlated_k_subset stopped after one fixed-point iteration, far from
+    tolerance 1e-12: max_iterations_reached under jit (no warning), one warning eagerly."""
+    x = jnp.asarray([0.9, 0.7, 0.5, 0.35, 0.3, 0.15, 0.1])          # sums to 3
+    fit = jax.jit(lambda x: subset.fit_weights(x, K, tolerance=1e-12, max_iterations=1))
+    _, info = _no_warning(lambda: fit(x))
+    assert _result(info.solver) == _CAPPED and float(info.residual) > 1e-12
+    with pytest.warns(RuntimeWarning, match="fit_weights") as record:
+        subset.fit_weights(x, K, tolerance=1e-12, max_iterations=1)
+    assert len(record) == 1
+    draw = jax.jit(lambda key, x: subset.correlated_k_subset(key, x, K, tolerance=1e-12,
+                                                             max_iterations=1))
+    _, info = _no_warning(lambda: draw(jax.random.key(0), x))
+    assert _result(info.solver) == _CAPPED
+    with pytest.warns(RuntimeWarning, match="correlated_k_subset") as record:
+        subset.correlated_k_subset(jax.random.key(0), x, K, tolerance=1e-12, max_iterations=1)
+    assert len(record) == 1
+    _, met = _no_warning(lambda: subset.fit_weights(x, K))
+    assert bool(met.solver.converged) and float(met.residual) <= 1e-10

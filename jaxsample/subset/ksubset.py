@@ -31,7 +31,7 @@ from jaxsample._checks import (
     check_key,
     is_concrete,
 )
-from jaxsample._solver import from_optimistix
+from jaxsample._solver import from_optimistix, warn_if_unsuccessful
 from jaxsample.kernels import ksubset
 from jaxsample.kernels.solver import SolverStats
 
@@ -189,6 +189,8 @@ def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50
 
     Returns:
         ``(log_weights, KSubsetInfo)``: ``(m,)`` θ (``±inf`` on forced items).
+        ``info.solver`` is ``successful`` only when the step test met ``tolerance`` within
+        ``max_iterations``; an eager call that missed it warns once (``RuntimeWarning``).
 
     Raises:
         ValueError: marginals outside ``[0, 1]``, not summing to k, or ``k > m``.
@@ -203,7 +205,9 @@ def fit_weights(marginals, k: int, *, tolerance=None, max_iterations: int = 50
     """
     marginals, k = _check_marginals(marginals, k)
     max_iterations = check_int("max_iterations", max_iterations, 1)
-    return _fit(marginals, k, _tolerance(tolerance, marginals.dtype), max_iterations)
+    theta, info = _fit(marginals, k, _tolerance(tolerance, marginals.dtype), max_iterations)
+    warn_if_unsuccessful(info.solver, "fit_weights' fixed-point iteration")
+    return theta, info
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
@@ -288,7 +292,8 @@ def correlated_k_subset(key, marginals, k: int, *, scheme: str = "cp", tolerance
 
     Returns:
         ``(mask, KSubsetInfo)``: the ``(m,)`` bool mask and the status of the ``"cp"`` fit
-        (its residual ``max|π − x|`` and :class:`~jaxsample.SolverStats`).
+        (its residual ``max|π − x|`` and :class:`~jaxsample.SolverStats`); an eager call whose
+        fit missed ``tolerance`` warns once (``RuntimeWarning``).
 
     Raises:
         ValueError: marginals outside ``[0, 1]``, not summing to k, or ``k > m``.
@@ -304,6 +309,14 @@ def correlated_k_subset(key, marginals, k: int, *, scheme: str = "cp", tolerance
         >>> bool(info.solver.converged), bool(info.nonfinite)
         (True, False)
     """
+    mask, info = _checked_round(key, marginals, k, scheme=scheme, tolerance=tolerance,
+                                max_iterations=max_iterations)
+    warn_if_unsuccessful(info.solver, "correlated_k_subset's weight fit")
+    return mask, info
+
+
+def _checked_round(key, marginals, k, *, scheme, tolerance, max_iterations):
+    """:func:`correlated_k_subset` without its warning (a caller that reports the fit itself)."""
     key = check_key("key", key)
     marginals, k = _check_marginals(marginals, k)
     scheme = check_choice("scheme", scheme, SCHEMES)

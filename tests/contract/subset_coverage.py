@@ -23,13 +23,13 @@ _WEIGHTS = _RNG.uniform(0.5, 1.5, 24)
 def _stable(dtype):
     incidence, weights = jnp.asarray(_INCIDENCE, dtype), jnp.asarray(_WEIGHTS, dtype)
     return lambda key: subset.stable_max_coverage(key, incidence, 3, reg=0.5, weights=weights,
-                                                  scheme="systematic", num_steps=40)
+                                                  scheme="systematic")
 
 
 def _stable_hyper(dtype):
     incidence, weights = jnp.asarray(_INCIDENCE, dtype), jnp.asarray(_WEIGHTS, dtype)
     return lambda key, h: subset.stable_max_coverage(key, incidence, 3, reg=h, weights=weights,
-                                                     scheme="systematic", num_steps=40)
+                                                     scheme="systematic")
 
 
 def _coverage(dtype):
@@ -46,7 +46,7 @@ def _coverage_hyper(dtype):
 
 def _relaxation(dtype, reg):
     incidence, weights = jnp.asarray(_INCIDENCE, dtype), jnp.asarray(_WEIGHTS, dtype)
-    return (subset.max_coverage_relaxation(incidence, 3, reg=reg, weights=weights, num_steps=20),
+    return (subset.max_coverage_relaxation(incidence, 3, reg=reg, weights=weights),
             subset.greedy_max_coverage(incidence, 3, weights))
 
 
@@ -92,6 +92,7 @@ ENTRIES = [
             BadInput(_stable_call(incidence=2.0 * _INCIDENCE), ValueError, "incidence"),
             BadInput(_stable_call(reg=0.0), ValueError, "reg"),
             BadInput(_stable_call(scheme="pipage"), ValueError, "scheme"),
+            BadInput(_stable_call(gap_tolerance=-1e-3), ValueError, "gap_tolerance"),
             BadInput(lambda: subset.PaddedIncidence.from_indices(np.array([[0, 9]]), num_sets=8),
                      ValueError, "indices"),
             BadInput(lambda: subset.PaddedIncidence.from_indices(np.array([[1, 1]]), num_sets=8),
@@ -133,11 +134,15 @@ ENTRIES = [
             BadInput(lambda: subset.max_coverage_relaxation(_INCIDENCE, 3, reg=0.5,
                                                             num_steps=0), ValueError,
                      "num_steps"),
+            BadInput(lambda: subset.max_coverage_relaxation(_INCIDENCE, 3, reg=0.5,
+                                                            tolerance=2.0), ValueError,
+                     "tolerance"),
             BadInput(lambda: subset.greedy_max_coverage(_INCIDENCE, 3, -np.ones(24)),
                      ValueError, "weights"),
         ),
-        note="max_coverage_relaxation (the stable sampler's relaxed problem, 20 mirror-ascent "
-             "steps; reg traced) and the greedy baseline on the same 24 × 8 incidence: one "
+        note="max_coverage_relaxation (the stable sampler's relaxed problem, mirror ascent to "
+             "its default relative gap; reg traced) and the greedy baseline on the same 24 × 8 "
+             "incidence: one "
              "program, a tuple of (value, Info)",
     ),
 ]
