@@ -154,10 +154,12 @@ def _traced(call, initial_state):
     except AttributeError as err:
         if not _looks_like_positions(initial_state):
             raise
-        shapes = jax.tree.map(jnp.shape, initial_state)
+        got = (f"an array of shape {jnp.shape(initial_state)}" if hasattr(initial_state, "shape")
+               else f"a {type(initial_state).__name__} of arrays shaped "
+                    f"{jax.tree.map(jnp.shape, initial_state)}")
         raise TypeError(
-            f"initial_state must be the state that algorithm.init returns, got "
-            f"{type(initial_state).__name__} {shapes} that the step cannot read ({err}). "
+            f"initial_state must be the state that algorithm.init returns, got {got}, which "
+            f"the step cannot read ({err}). "
             "Did you pass positions? Call the algorithm's init first: "
             "state = alg.init(x0); jaxsample.run(key, alg, state, num_steps)") from err
 
