@@ -171,8 +171,18 @@ def test_matrix_free_oracle_matches_dense_and_reports_cg(x64):
     # is reported, not hidden (every level's solve runs at least one step)
     capped = G.SmoothedScoreOracle(lambda v: jnp.asarray(precision) @ v, jnp.asarray(mean),
                                      max_iterations=2)
-    x_capped, info = G.sample(jax.random.key(0), capped, mean=jnp.asarray(mean), lambda_min=1.0,
-                              lambda_max=kappa, tol=1e-3, num_samples=3)
+
+    def draw(mean):
+        return G.sample(jax.random.key(0), capped, mean=mean, lambda_min=1.0,
+                        lambda_max=kappa, tol=1e-3, num_samples=3)
+
+    # under jit the Info is the report (no message); eagerly, one RuntimeWarning says it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, jitted = jax.jit(draw)(jnp.asarray(mean))
+    assert not bool(jitted.solver.converged)
+    with pytest.warns(RuntimeWarning, match="inner solve did not succeed"):
+        x_capped, info = draw(jnp.asarray(mean))
     assert not info.solver.converged
     message = jaxsample.RESULTS[info.solver.result]
     assert message.startswith("did not converge within max_iterations")

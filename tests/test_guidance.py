@@ -9,6 +9,7 @@ d = 8 with anisotropic covariances, N = 20 steps, B = 256 samples, the linear sc
 
 import functools
 import io
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -357,14 +358,16 @@ def test_nonfinite_predictions_and_costs_are_flagged_not_propagated():
         eps = NOISED(x, t)
         return jnp.where(x[0] > 0.5, jnp.full_like(eps, jnp.nan), eps)
 
-    x0, info = guidance.sample(jax.random.key(0), broken_eps, SCHEDULE, small,
-                               num_steps=NUM_STEPS)
+    with pytest.warns(RuntimeWarning, match="non-finite"):   # eager: one message
+        x0, info = guidance.sample(jax.random.key(0), broken_eps, SCHEDULE, small,
+                                   num_steps=NUM_STEPS)
     assert bool(jnp.all(jnp.isfinite(x0)))
     assert bool(info.nonfinite.any()) and not bool(info.nonfinite.all())
 
     key, eta = jax.random.key(11), jnp.float32(0.5)
-    x0, info = guidance.sample(key, NOISED, SCHEDULE, X_T, num_steps=NUM_STEPS,
-                               solver=guidance.NDTM(lambda x: jnp.nan * COST(x), eta=eta))
+    with pytest.warns(RuntimeWarning, match="non-finite"):
+        x0, info = guidance.sample(key, NOISED, SCHEDULE, X_T, num_steps=NUM_STEPS,
+                                   solver=guidance.NDTM(lambda x: jnp.nan * COST(x), eta=eta))
     base, _ = _sampler("base")(key, X_T, eta, PRIOR)
     np.testing.assert_allclose(x0, base, rtol=1e-5, atol=1e-5)
     assert bool(info.nonfinite.all()) and float(info.control_norm.max()) == 0
@@ -546,3 +549,45 @@ def test_digits_audit_example_samples_fibers(tmp_path):
     assert metrics["nonfinite"] == 0
     assert metrics["fiber_residual"] < 0.5 * metrics["prior_residual"]
     assert (tmp_path / "digits.png").exists()
+
+
+def test_first_outputs_are_checked_eagerly_and_flagged_under_jit():
+    """A prediction or time logits that are non-finite at the first state raise, naming the
+    argument, when the call is eager; under jit nothing can be read, and info.nonfinite flags
+    every sample instead (no warning: the flag is the report)."""
+    small = X_T[:4]
+
+    def nan_eps(x, t):
+        return jnp.full_like(x, jnp.nan)
+
+    with pytest.raises(ValueError, match="eps_fn must return a finite"):
+        guidance.sample(jax.random.key(0), nan_eps, SCHEDULE, small, num_steps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x0, info = jax.jit(lambda x: guidance.sample(jax.random.key(0), nan_eps, SCHEDULE, x,
+                                                     num_steps=2))(small)
+    assert bool(info.nonfinite.all()) and bool(jnp.all(x0 == small))
+
+    def nan_logits(x):
+        return jnp.full((2,), jnp.nan, x.dtype)
+
+    with pytest.raises(ValueError, match="time_logits_fn must return finite"):
+        guidance.sample(jax.random.key(0), NOISED, SCHEDULE, small, num_steps=2,
+                        guidance=guidance.TAG(nan_logits, 1.0))
+
+
+def test_time_predictor_training_that_diverges_is_flagged_and_warned():
+    """A learning rate of 1e30 drives the logits to overflow: info.nonfinite under jit, one
+    RuntimeWarning eagerly."""
+    grid = kernels.time_grid(4, jnp.float32)
+    data = PRIOR.sample(jax.random.key(0), 64)
+    net = guidance.TimePredictor(jax.random.key(1), DIM, 4, width=4, depth=1)
+
+    def train(rate):
+        return guidance.train_time_predictor(jax.random.key(2), net, data, SCHEDULE, grid,
+                                             num_steps=20, batch_size=16, learning_rate=rate)
+
+    info = jax.jit(lambda rate: train(rate)[1])(jnp.float32(1e30))
+    assert bool(info.nonfinite)
+    with pytest.warns(RuntimeWarning, match="not finite"):
+        train(1e30)

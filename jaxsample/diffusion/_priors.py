@@ -16,6 +16,7 @@ under a uniform prior over the grid) and the time-linked score
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple
 
 import equinox as eqx
@@ -381,7 +382,9 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
 
     Returns:
         ``(predictor, info)``: the trained module and a :class:`TimePredictorTrainInfo` with the
-        ``(num_steps,)`` training losses.
+        ``(num_steps,)`` training losses. The training runs ``num_steps`` steps and claims no
+        convergence (a fixed budget, no tolerance); a non-finite loss is flagged in
+        ``info.nonfinite`` and, eagerly, warned about once (``RuntimeWarning``).
     """
     key = check_key("key", key)
     data = check_array("data", data, ndim=2, finite=True, min_rows=1)
@@ -396,8 +399,13 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
     # one logit per grid time
     check_fn_output("predictor", predictor, jax.ShapeDtypeStruct(data.shape[1:], data.dtype),
                     times.shape)
-    return _train(key, predictor, data, schedule, times.astype(data.dtype), num_steps,
-                  batch_size, learning_rate, optimizer, check_progress(progress))
+    trained, info = _train(key, predictor, data, schedule, times.astype(data.dtype), num_steps,
+                           batch_size, learning_rate, optimizer, check_progress(progress))
+    if is_concrete(info.nonfinite) and bool(info.nonfinite):
+        warnings.warn("train_time_predictor: a training loss was not finite (info.nonfinite): "
+                      "the returned predictor is not trustworthy; lower the learning rate or "
+                      "check the data", RuntimeWarning, stacklevel=2)
+    return trained, info
 
 
 @eqx.filter_jit

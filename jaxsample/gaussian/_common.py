@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -54,6 +55,15 @@ def make_info(num_queries: int, num_levels: int, answer_bits: int, samples: jax.
         solver=stats,
         nonfinite=jnp.logical_not(jnp.all(jnp.isfinite(samples))),
     )
+
+
+def warn_if_nonfinite(nonfinite, what: str, *, stacklevel: int = 3) -> None:
+    """One ``RuntimeWarning`` when an eager call produced non-finite samples (nothing under
+    tracing: the flag stays in ``info.nonfinite``)."""
+    if is_concrete(nonfinite) and bool(np.any(np.asarray(nonfinite))):
+        warnings.warn(f"{what} returned non-finite samples (info.nonfinite); check that the "
+                      "oracle is finite and the spectrum bounds hold", RuntimeWarning,
+                      stacklevel=stacklevel)
 
 
 def float_bits(dtype) -> int:

@@ -26,6 +26,7 @@ from jaxsample.gaussian._common import (
     check_spectrum,
     float_bits,
     make_info,
+    warn_if_nonfinite,
 )
 from jaxsample.kernels.resolvent import (
     chebyshev_apply,
@@ -37,7 +38,9 @@ __all__ = ["chebyshev_sample", "cholesky_sample", "lanczos_sample"]
 
 
 def _gradient_info(samples, num_queries, num_levels):
-    return make_info(num_queries, num_levels, float_bits(samples.dtype), samples)
+    info = make_info(num_queries, num_levels, float_bits(samples.dtype), samples)
+    warn_if_nonfinite(info.nonfinite, "the Gaussian baseline", stacklevel=4)
+    return info
 
 
 def _precision_matvec(score_fn, mean):
@@ -141,6 +144,8 @@ def lanczos_sample(
     ``O(√κ log 1/ε)`` steps in the worst case. ``n · num_samples`` gradient queries. Unlike the
     other samplers the map ``z ↦ x`` is not linear, so its accuracy is measured per sample, by
     ``‖Λ^{1/2}(x − m) − z‖/‖z‖``, with ``z = jax.random.normal(key, (num_samples, d), mean.dtype)``.
+    ``num_steps`` is a budget, not a tolerance: no convergence is claimed or checked, and
+    ``info.solver`` reports only that no inner solve ran (zero iterations, ``successful``).
 
     Args:
         key: PRNG key.

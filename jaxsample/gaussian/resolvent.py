@@ -31,7 +31,7 @@ import lineax as lx
 import numpy as np
 
 from jaxsample._checks import check_choice, check_int, check_key, check_number, is_concrete
-from jaxsample._solver import from_lineax
+from jaxsample._solver import from_lineax, warn_if_unsuccessful
 from jaxsample.gaussian._common import (
     GaussianInfo,
     check_mean,
@@ -42,6 +42,7 @@ from jaxsample.gaussian._common import (
     float_bits,
     make_info,
     no_solve,
+    warn_if_nonfinite,
 )
 from jaxsample.kernels.resolvent import RULES, dithered_quantize, quadrature_rule, resolvent
 from jaxsample.kernels.solver import batched, sequential
@@ -415,8 +416,11 @@ def transform_noise(
     )
     shared = 0 if known_mean else num_levels + 1
     answer_bits = float_bits(dtype) if bits is None else bits
-    return samples, make_info(num_samples * num_levels + shared, num_levels, answer_bits,
-                              samples, stats)
+    info = make_info(num_samples * num_levels + shared, num_levels, answer_bits, samples, stats)
+    # eager calls say once what the Info flags (nothing under jit/vmap: read info.solver)
+    warn_if_unsuccessful(info.solver, "the smoothed-score oracle's inner solve")
+    warn_if_nonfinite(info.nonfinite, "the smoothed-score sampler")
+    return samples, info
 
 
 def sample(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from jaxsample._checks import (
@@ -17,6 +19,7 @@ from jaxsample._checks import (
     check_int,
     check_key,
     check_progress,
+    is_concrete,
 )
 from jaxsample.diffusion._vp import VPSchedule
 from jaxsample.diffusion.guidance._engine import Control, GuidanceInfo, NDTMInfo, run
@@ -29,7 +32,7 @@ from jaxsample.diffusion.guidance.solvers import (
     NDTM,
     WEIGHT_SCHEMES,
 )
-from jaxsample.diffusion.guidance.terms import FiberCost, GuidanceTerm
+from jaxsample.diffusion.guidance.terms import TAG, FiberCost, GuidanceTerm
 from jaxsample.kernels.guidance import VARIANCES
 
 __all__ = ["sample"]
@@ -65,7 +68,40 @@ def _check_sampler(key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size):
                                       jax.ShapeDtypeStruct((), dtype)), event, dtype=dtype)
     for term in terms:
         term.check(event, dtype, num_steps)
+    _check_first_outputs(eps_fn, terms, x_T)
     return key, x_T, num_steps, terms, chunk_size
+
+
+def _check_first_outputs(eps_fn, terms, x_T):
+    """The first evaluation, eagerly: ε(x_T[0], 1) and every TAG term's logits at x_T[0] must be
+    finite (a network that overflows at the start state, or a wrong time convention, fails here
+    with its argument's name). Under tracing nothing runs: ``info.nonfinite`` flags it."""
+    if not is_concrete(x_T) or not is_concrete(jax.tree.leaves(eps_fn)):
+        return
+    x, t = x_T[0], jnp.ones((), x_T.dtype)
+    eps = eps_fn(x, t)
+    if is_concrete(eps) and not bool(jnp.all(jnp.isfinite(eps))):
+        raise ValueError("eps_fn must return a finite noise prediction; at the first state "
+                         f"x_T[0] and t = 1 it returned {int(jnp.sum(~jnp.isfinite(eps)))} "
+                         "non-finite values (check the model's time convention: t in (0, 1], "
+                         "and its input scaling)")
+    for term in terms:
+        if isinstance(term, TAG):
+            logits = term.time_logits_fn(x)
+            if is_concrete(logits) and not bool(jnp.all(jnp.isfinite(logits))):
+                raise ValueError("time_logits_fn must return finite logits; at x_T[0] it "
+                                 f"returned {int(jnp.sum(~jnp.isfinite(logits)))} non-finite "
+                                 "values")
+
+
+def _warn_if_nonfinite(info):
+    """One eager message for what ``info.nonfinite`` flags (nothing under tracing)."""
+    if is_concrete(info.nonfinite) and bool(jnp.any(info.nonfinite)):
+        count = int(jnp.sum(info.nonfinite))
+        warnings.warn(f"guidance.sample: {count} of {info.nonfinite.shape[0]} samples met a "
+                      "non-finite prediction, guidance field, state or cost and kept their "
+                      "previous state for those steps (info.nonfinite); they are not "
+                      "trustworthy", RuntimeWarning, stacklevel=3)
 
 
 def _check_clip(clip):
@@ -163,7 +199,13 @@ def sample(key, eps_fn, schedule: VPSchedule, x_T, *, num_steps: int, solver=Non
 
     Raises:
         TypeError / ValueError: naming the argument, for bad arguments, an ``eps_fn`` whose output
-            is not one sample's shape and dtype, or a guidance callable of the wrong shape.
+            is not one sample's shape and dtype, or a guidance callable of the wrong shape; when
+            the call is eager, an ``eps_fn`` (or a TAG ``time_logits_fn``) whose first output,
+            at ``x_T[0]`` and t = 1, is not finite.
+
+    Warns:
+        RuntimeWarning: once, when an eager call's ``info.nonfinite`` flags a sample (under
+            ``jit`` the flag is the report).
 
     Example (strong classifier guidance towards component 0 of a ring, with TAG):
 
@@ -206,12 +248,16 @@ def sample(key, eps_fn, schedule: VPSchedule, x_T, *, num_steps: int, solver=Non
         variance = check_choice("solver.variance", solver.variance, VARIANCES)
         clip = _check_clip(solver.clip_x0)
         control = _ndtm_control(solver, x_T) if isinstance(solver, NDTM) else None
-        return run(key, eps_fn, schedule, x_T, terms, control, ("ddim", variance), eta, clip,
-                   num_steps, chunk_size, progress)
+        x0, info = run(key, eps_fn, schedule, x_T, terms, control, ("ddim", variance), eta, clip,
+                       num_steps, chunk_size, progress)
+        _warn_if_nonfinite(info)
+        return x0, info
     if isinstance(solver, DDPM):
         variance = check_choice("solver.variance", solver.variance, DDPM_VARIANCES)
-        return run(key, eps_fn, schedule, x_T, terms, None, ("ddpm", variance),
-                   check_hyperparameter("eta", 0.0, positive=False), None, num_steps, chunk_size,
-                   progress)
+        x0, info = run(key, eps_fn, schedule, x_T, terms, None, ("ddpm", variance),
+                       check_hyperparameter("eta", 0.0, positive=False), None, num_steps,
+                       chunk_size, progress)
+        _warn_if_nonfinite(info)
+        return x0, info
     raise TypeError("solver must be guidance.DDIM(eta), guidance.DDPM(variance) or "
                     f"guidance.NDTM(terminal_cost, ...), got {type(solver).__name__}")

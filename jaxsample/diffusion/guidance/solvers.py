@@ -122,6 +122,11 @@ class NDTM(eqx.Module):
     about λ per inner step, so set λ to the scale of the data (the default 0.1 suits data of unit
     scale).
 
+    **No convergence status.** The inner optimisation runs exactly M steps, as the paper's does:
+    it has no tolerance, so NDTM claims no convergence; ``info`` reports what the control did
+    (``terminal_cost``, ``score_penalty``, ``control_norm``, ``final_cost``) and ``nonfinite``
+    where a cost or gradient was not finite.
+
     With ``terminal_weight = 0`` and ``init="zero"`` every control gradient is exactly 0, the
     update is exactly 0 and the result is bitwise the :class:`DDIM` solver's with the same key.
 
