@@ -3,8 +3,10 @@ version is written once, and the wheel and sdist ship the licence, citation, cha
 typed marker."""
 
 import ast
+import os
 import pathlib
 import re
+import stat
 import subprocess
 import sys
 import tarfile
@@ -50,6 +52,32 @@ def test_package_list_matches_discovery():
     found = set(setuptools.find_packages(str(ROOT), include=["jaxsample", "jaxsample.*"]))
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
     assert listed == found | {"jaxsample.kernels"}
+
+
+def test_the_source_folder_is_a_complete_package():
+    # jaxsample/kernels links to the top-level kernels/, so from the repo root (where the source
+    # folder shadows an installed jaxsample) jaxsample.kernels resolves in the checkout too
+    link = ROOT / "jaxsample" / "kernels"
+    assert link.is_symlink() and os.readlink(link) == os.path.join("..", "kernels")
+    assert link.resolve() == (ROOT / "kernels").resolve()
+    # the build maps kernels/ itself, so the wheel never depends on the link
+    assert PYPROJECT["tool"]["setuptools"]["package-dir"] == {"jaxsample.kernels": "kernels"}
+
+
+def test_the_checkout_imports_on_its_own_from_the_root():
+    # as after a non-editable install: the checkout's own folder is what `import jaxsample`
+    # finds from the root, so drop an editable install's finder before importing
+    source = ("import sys\n"
+              "sys.meta_path[:] = [f for f in sys.meta_path if not\n"
+              "                    getattr(f, '__module__', '').startswith('__editable__')]\n"
+              "import jaxsample, jaxsample.kernels.chunking, jaxsample.demo\n"
+              "print(jaxsample.__file__, jaxsample.kernels.__file__)\n")
+    done = subprocess.run([sys.executable, "-c", source], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    package, kernels = map(pathlib.Path, done.stdout.split())
+    assert package == ROOT / "jaxsample" / "__init__.py"
+    assert kernels == ROOT / "jaxsample" / "kernels" / "__init__.py"
 
 
 def test_runtime_dependencies_are_exactly_the_module_level_imports():
@@ -109,3 +137,20 @@ def test_wheel_and_sdist_ship_licence_citation_changelog_and_typed_marker(dists)
     assert {"LICENSE", "CITATION.cff", "CHANGELOG.md", "README.md", "jaxsample/py.typed"} <= members
     licence = (ROOT / "LICENSE").read_text()
     assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+
+
+def test_wheel_and_sdist_hold_real_kernel_files_not_links(dists):
+    wheel, sdist = dists
+    kernels = sorted(p.name for p in (ROOT / "kernels").glob("*.py"))
+    with zipfile.ZipFile(wheel) as zf:
+        entries = {info.filename: info for info in zf.infolist()}
+        for name in kernels:
+            info = entries[f"jaxsample/kernels/{name}"]
+            mode = info.external_attr >> 16
+            assert not mode or stat.S_ISREG(mode), f"{info.filename} is not a regular file"
+            assert zf.read(info) == (ROOT / "kernels" / name).read_bytes()
+    with tarfile.open(sdist) as tf:
+        links = [m.name for m in tf.getmembers() if m.issym() or m.islnk()]
+        members = {m.name.split("/", 1)[1]: m for m in tf.getmembers() if "/" in m.name}
+    assert not links, f"the sdist holds links: {links}"
+    assert all(members[f"kernels/{name}"].isfile() for name in kernels)
