@@ -69,11 +69,12 @@ def run(key: jax.Array, outdir: Path) -> SectionReport:
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for name, curve in curves.items():
         ax.plot(np.arange(1, total + 1), curve.mean(0), label=name)
-    ax.axvline(NUM_INITIAL, color="grey", lw=0.5)
+    ax.axvline(NUM_INITIAL, color="grey", lw=0.5, ls=":",
+               label=f"end of the {NUM_INITIAL} random initial points")
     ax.set_xlabel("evaluations")
     ax.set_ylabel(f"best so far (mean of {NUM_SEEDS} seeds)")
     ax.set_title(f"near-linear objective on the sphere, D = {DIM}")
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(figure, dpi=120)
     plt.close(fig)

@@ -134,6 +134,7 @@ def _choice_figure(study, rows, path):
                       capsize=3, label=f"model {i + 1} (recovered, Laplace 90%)")
         left.scatter(x + 0.1 * (i - 0.5), study["planted"][m + i], marker="x", color=color)
     left.set_xticks(x, _PRINCIPLES, fontsize=8)
+    left.set_xlabel("principle")
     left.set_ylabel("weight w = θ / Σθ")
     left.set_title("recovered priorities (x: planted)")
     left.legend(fontsize=7)
@@ -163,12 +164,12 @@ def _run(key, outdir: Path) -> SectionReport:
     for i, name in enumerate(("model 1 (typical)", "model 2 (low autonomy)")):
         table.append([name, " ".join(f"{v:.2f}" for v in study["weights"][m + i]),
                       " ".join(f"{v:.2f}" for v in study["planted"][m + i]),
-                      f"{study['percentile'][i][0]:.2f} / {study['law_percentile'][i][0]:.3f}",
+                      float(study["percentile"][i][0]), float(study["law_percentile"][i][0]),
                       f"{study['model_entropy'][i]:.3f}",
                       f"{study['gap'][i]:.3f}"])
     table.append(["panel (mean of 30)", " ".join(f"{v:.2f}" for v in study["weights"][:m].mean(0)),
-                  " ".join(f"{v:.2f}" for v in study["planted"][:m].mean(0)), "",
-                  f"{study['panel_entropy']:.3f}", ""])
+                  " ".join(f"{v:.2f}" for v in study["planted"][:m].mean(0)), "-", "-",
+                  f"{study['panel_entropy']:.3f}", "-"])
     figure = _choice_figure(study, rows, Path(outdir) / "choice.png")
     matched = _matched_ratio(rows)
     ratios = ", ".join(f"b={b:g}: {ratio:.2f}x at coherence {c:.2f}"
@@ -180,7 +181,8 @@ def _run(key, outdir: Path) -> SectionReport:
             f"panel's law. "
             f"Vocabulary alien / coherence-only at matched coherence (60 atoms): {ratios}.")
     return SectionReport(["decision-maker", "recovered w", "planted w",
-                          "autonomy percentile (fitted panel / panel law)",
+                          "autonomy percentile in the fitted panel",
+                          "autonomy percentile under the panel's law",
                           "entropy (bits)", "pluralism gap"], table, (figure,), note)
 
 

@@ -59,9 +59,11 @@ def _run(key: jax.Array, outdir: Path) -> SectionReport:
     for (name, idx), marker in zip(picks.items(), ("o", "s", "x"), strict=True):
         left.scatter(points[idx, 0], points[idx, 1], s=18, marker=marker, label=name)
         right.plot(sizes, curves[name], marker=marker, label=name)
-    left.set(title=f"{k} picks of {num_points} points ({num_clusters} Zipf clusters)")
+    left.set(title=f"{k} picks of {num_points} points ({num_clusters} Zipf clusters)",
+             xlabel="x₁", ylabel="x₂")
     left.legend(fontsize=8)
-    right.set(xlabel="k", ylabel="Vendi score (cosine on RFF features)", xscale="log")
+    right.set(title="diversity of the first k picks", xlabel="k (rows picked)",
+              ylabel="Vendi score (cosine on RFF features)", xscale="log")
     right.legend(fontsize=8)
     fig.tight_layout()
     path = Path(outdir) / "leverage_selection.png"
