@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import jax
@@ -23,6 +24,9 @@ import numpy as np
 from harness import BenchTable, Row, peak_bytes, time_fn
 
 from jaxsample.diffusion import shs
+
+# the bench runs jumps="stratified" on purpose, beside the converging rules it is measured against
+warnings.filterwarnings("ignore", message="jumps='stratified'", category=RuntimeWarning)
 
 PROCESSES = ("dtmc", "flow", "ctmc")
 RULES = ("bernoulli", "stratified", "weyl", "weyl_window")

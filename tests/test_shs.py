@@ -471,9 +471,11 @@ def test_blacklist_never_generated_and_shs_waiting_time_law():
     data, n = _chain4(), 30_000
     left, compiled = {}, []
     for allocate in (False, True):
-        x, info = shs.sample(jax.random.key(9), data.denoiser, vocab_size=4, seq_len=3,
-                             num_samples=n, num_steps=3, process="flow", blacklist=[2],
-                             allocate_phases=allocate)
+        with pytest.warns(RuntimeWarning, match="mode-seeking") as caught:
+            x, info = shs.sample(jax.random.key(9), data.denoiser, vocab_size=4, seq_len=3,
+                                 num_samples=n, num_steps=3, process="flow", jumps="stratified",
+                                 blacklist=[2], allocate_phases=allocate)
+        assert len(caught) == 1 and bool(info.mode_seeking)
         assert not np.any(np.asarray(x) == 2) and not bool(info.nonfinite)
         left[allocate] = np.asarray(info.banned_before_denoise, float)
         compiled.append(_sample._cached._cache_size())
@@ -498,3 +500,31 @@ def test_nonfinite_model_raises_the_flag():
                          data.log_transition.at[0, 1].set(jnp.nan))
     _, info = shs.sample(jax.random.key(13), broken.denoiser, **config)
     assert bool(info.nonfinite)
+
+
+# -- the default jump rule and the stratified rule's warning ---------------------------------------
+
+
+def test_default_rule_is_bernoulli_and_stratified_warns_only_when_eager():
+    """The default (``jumps="bernoulli"``) draws exactly what an explicit ``jumps="bernoulli"``
+    draws and says nothing; ``"stratified"`` warns once when called eagerly (naming the
+    converging rule), never under ``jit``, and its Info says ``mode_seeking`` either way."""
+    import warnings
+
+    data = _chain3()
+    config = dict(vocab_size=3, seq_len=3, num_samples=64, num_steps=4, process="flow")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        default, info = shs.sample(jax.random.key(2), data.denoiser, **config)
+        explicit, _ = shs.sample(jax.random.key(2), data.denoiser, jumps="bernoulli", **config)
+    np.testing.assert_array_equal(default, explicit)
+    assert not bool(info.mode_seeking)
+    with pytest.warns(RuntimeWarning, match="biased and mode-seeking") as caught:
+        _, info = shs.sample(jax.random.key(2), data.denoiser, jumps="stratified", **config)
+    assert len(caught) == 1 and "jumps='bernoulli'" in str(caught[0].message)
+    assert bool(info.mode_seeking)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        info = jax.jit(lambda key: shs.sample(key, data.denoiser, jumps="stratified",
+                                              **config)[1])(jax.random.key(2))
+    assert bool(info.mode_seeking)

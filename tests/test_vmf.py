@@ -95,12 +95,13 @@ def test_conditional_ode_transports_vmf(schedule, t0, num_steps):
 
 def test_schedules_and_corrector_rules():
     """The linear schedule (the default) steps uniformly in κ; the quadratic one has κ′(0) = 0.
-    The paper's corrector rule ε = c(1 − κ/κ_max)² vanishes at the clean end, with c = 0.01 by
-    default; jaxsample's ε = c/(κ + d − 1) with c = 1."""
+    The paper's corrector rule ε = c(1 − κ/κ_max)² (the default) vanishes at the clean end, with
+    c = 0.01 by default; jaxsample's ε = c/(κ + d − 1) with c = 1."""
     t = jnp.linspace(0.0, 1.0, 9)
-    linear = vmf.VMFPath(8)
+    linear = vmf.VMFPath(8, corrector="variance")
     quadratic = vmf.VMFPath(8, 50.0, "quadratic")
-    vanishing = vmf.VMFPath(8, 50.0, corrector="vanishing")
+    vanishing = vmf.VMFPath(8, 50.0)
+    assert vanishing.corrector == "vanishing"
 
     @jax.jit  # one compilation: eager op-by-op dispatch would dominate the test time
     def schedules(t):
@@ -299,3 +300,63 @@ def test_nonfinite_posterior_is_flagged_not_propagated():
     assert flagged.any() and not flagged.all()
     assert np.all(np.isfinite(np.asarray(info.x)))
     assert np.all(np.asarray(sudoku4_index(tokens))[~flagged] >= 0)
+
+
+# -- what posterior_fn returns -----------------------------------------------------------------
+
+
+class _LogOf(eqx.Module):
+    """A model that returns log-probabilities plus ``shift`` (unnormalised logits when
+    ``shift != 0``): the oracle as a trained network would give it."""
+
+    oracle: vmf.Sudoku4Oracle
+    shift: float = 0.0
+
+    def __call__(self, x, t):
+        return jnp.log(self.oracle(x, t)) + self.shift
+
+
+def _small_sudoku():
+    emb = jnp.eye(4)
+    path = vmf.VMFPath(4, 30.0)
+    return emb, path, vmf.Sudoku4Oracle(emb, path)
+
+
+_SMALL = dict(seq_len=16, num_samples=8, num_steps=4)
+
+
+def test_logits_posterior_equals_the_probability_posterior():
+    """posterior="logits" takes the softmax of what posterior_fn returns: the oracle's logits
+    (log-probabilities shifted by 3) give the oracle's run, to float32 rounding."""
+    emb, path, oracle = _small_sudoku()
+    tokens, info = vmf.sample(jax.random.key(5), oracle, emb, path, sampler="pc", **_SMALL)
+    tokens_l, info_l = vmf.sample(jax.random.key(5), _LogOf(oracle, 3.0), emb, path,
+                                  sampler="pc", posterior="logits", **_SMALL)
+    np.testing.assert_allclose(info_l.x, info.x, atol=1e-4)
+    np.testing.assert_array_equal(tokens_l, tokens)
+    assert not np.any(info.invalid_posterior) and not np.any(info_l.invalid_posterior)
+
+
+def test_posterior_output_checked_eagerly_and_flagged_under_jit():
+    """A first output that is not a law is refused eagerly, naming posterior_fn and the fix:
+    log-probabilities, logits, NaN; under jit the same model raises info.invalid_posterior."""
+    emb, path, oracle = _small_sudoku()
+    with pytest.raises(ValueError, match=r"posterior_fn.*log-probabilities.*posterior='logits'"):
+        vmf.sample(jax.random.key(0), _LogOf(oracle), emb, path, **_SMALL)
+    with pytest.raises(ValueError, match=r"posterior_fn.*not probability vectors.*"
+                                         r"posterior='logits'"):
+        vmf.sample(jax.random.key(0), _LogOf(oracle, 3.0), emb, path, **_SMALL)
+    with pytest.raises(ValueError, match="posterior_fn.*NaN"):
+        vmf.sample(jax.random.key(0), lambda x, t: oracle(x, t) * jnp.nan, emb, path, **_SMALL)
+    with pytest.raises(ValueError, match="posterior_fn.*all -inf"):
+        vmf.sample(jax.random.key(0), lambda x, t: jnp.full((16, 4), -jnp.inf), emb, path,
+                   posterior="logits", **_SMALL)
+    with pytest.raises(ValueError, match="posterior must be one of"):
+        vmf.sample(jax.random.key(0), oracle, emb, path, posterior="log_probs", **_SMALL)
+
+    @jax.jit
+    def flags(model):
+        return vmf.sample(jax.random.key(0), model, emb, path, **_SMALL)[1].invalid_posterior
+
+    assert np.all(flags(_LogOf(oracle)))      # log-probabilities read as probabilities
+    assert not np.any(flags(oracle))

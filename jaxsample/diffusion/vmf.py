@@ -27,10 +27,11 @@ without training: :class:`Sudoku4Oracle` (the 288 valid 4×4 Sudoku grids) and
 
 From the paper and the authors' code (JChemseddine/spherical, branch paper-release): the vMF
 path, the posterior-weighted fields, κ_max = 50 with a linear schedule (uniform steps in κ), ODE
-sampling by default and the corrector rule ε = 0.01(1 − κ/κ_max)² (``corrector="vanishing"``).
-Derived here: the profile formula a_t(u), the retracted Euler predictor, decoding by the
-posterior's argmax. jaxsample's own options (reasons in :class:`VMFPath`): the t² schedule and
-the corrector rule ε = c/(κ + d − 1) (``corrector="variance"``, the default of the PC sampler).
+sampling by default and the corrector rule ε = 0.01(1 − κ/κ_max)² (``corrector="vanishing"``,
+the default of the PC sampler). Derived here: the profile formula a_t(u), the retracted Euler
+predictor, decoding by the posterior's argmax. jaxsample's own options (reasons and measured
+prices in :class:`VMFPath`): the t² schedule and the corrector rule ε = c/(κ + d − 1)
+(``corrector="variance"``: better at few steps, biased at many).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsample._checks import (
     check_array,
@@ -50,6 +52,7 @@ from jaxsample._checks import (
     check_hyperparameter,
     check_int,
     check_key,
+    is_concrete,
 )
 from jaxsample.diffusion._oracles import MarkovChainOracle, Sudoku4Oracle
 from jaxsample.diffusion._paths import FlowPath, SpherePath, VelocityTable, default_times
@@ -69,7 +72,9 @@ __all__ = [
 
 SAMPLERS = ("ode", "pc")
 SCHEDULES = ("linear", "quadratic")
-CORRECTORS = ("variance", "vanishing")
+CORRECTORS = ("vanishing", "variance")
+POSTERIORS = ("probabilities", "logits")
+"""What ``posterior_fn`` returns: token probabilities (rows summing to 1) or logits."""
 # the relative corrector step size c of each rule when the caller gives none: 1 for jaxsample's
 # variance rule (measured, see sample), 0.01 for the paper's vanishing rule (authors' code)
 DEFAULT_CORRECTOR_STEP_SIZES = {"variance": 1.0, "vanishing": 0.01}
@@ -93,9 +98,9 @@ class VMFPath(SpherePath):
 
     Settings that reproduce the paper (the authors' code, JChemseddine/spherical, branch
     paper-release): ``kappa_max=50``, ``schedule="linear"`` (a uniform time grid is then a
-    uniform grid in κ), and with ``sampler="pc"`` the ``corrector="vanishing"`` rule with its
-    default c = 0.01 (the authors' sampler runs without a corrector by default, as
-    :func:`sample` does). jaxsample's own options, with the reason:
+    uniform grid in κ), and with ``sampler="pc"`` the ``corrector="vanishing"`` rule (the
+    default) with its default c = 0.01 (the authors' sampler runs without a corrector by
+    default, as :func:`sample` does). jaxsample's own options, with the reason:
 
     * ``schedule="quadratic"`` (κ = κ_max t², the default before the authors' code was read):
       κ′(0) = 0, so the first predictor step does not move (at 8 steps the Euler increments of κ
@@ -107,11 +112,17 @@ class VMFPath(SpherePath):
       trained under each schedule's own κ law, one seed) t² gave more valid grids at NFE 32,
       PC 0.53 vs 0.41 and ODE 0.23 vs 0.19: a network that is least accurate near the clean
       end profits from the extra steps there.
-    * ``corrector="variance"``: ε = c/(κ(t) + d − 1), the per-direction variance of vMF(κ), so
-      each Langevin step moves a fixed fraction of the conditional spread at every κ; it does
-      not vanish at the clean end, where an unadjusted Langevin step of ε ≈ c/κ leaves a
-      stationary variance ≈ 1/(1 − εκ/2) times the target's (≈ 1.8× at c = 1, d = 8,
-      κ = 50). The paper's ε = 0.01(1 − κ/κ_max)² vanishes there.
+    * ``corrector="variance"`` (the default until the convergence check below): ε =
+      c/(κ(t) + d − 1), the per-direction variance of vMF(κ), so each Langevin step moves a
+      fixed fraction of the conditional spread at every κ. It does not vanish at the clean end
+      nor as the steps shrink, where an unadjusted Langevin step of ε ≈ c/κ leaves a stationary
+      variance ≈ 1/(1 − εκ/2) times the target's (≈ 1.8× at c = 1, d = 8, κ = 50), so more
+      steps make it *worse*. Measured (exact :class:`MarkovChainOracle`, V = 3, L = 4, d = 8,
+      κ_max = 50, 4 000 sequences, 5 seeds; sequence TV over the 81 sequences, floor 0.056):
+      ``"variance"`` 0.086 / 0.063 / 0.078 at 8 / 32 / 128 predictor steps, the paper's
+      ``"vanishing"`` (default) 0.097 / 0.055 / 0.054, the ODE 0.106 / 0.059 / 0.053. The
+      price of the converging default: at 8 steps the variance rule is ahead (0.086 vs 0.097);
+      from 32 steps it is behind and falls further.
 
     The conditional velocity coefficient a_t(u) is computed at each call from κ(t) and κ'(t) on
     an angle grid of ``num_angles`` nodes (O(num_angles) per time step, no Bessel functions;
@@ -126,8 +137,9 @@ class VMFPath(SpherePath):
             callable ``s(t)`` with s(0) = 0, s(1) = 1, non-decreasing (its derivative by
             ``jax.jvp``).
         corrector: the corrector's step-size rule ε = c·``corrector_scale(t)``:
-            ``"variance"`` (default; scale 1/(κ(t) + d − 1), default c = 1) or ``"vanishing"``
-            (the paper's; scale (1 − κ(t)/κ_max)², default c = 0.01).
+            ``"vanishing"`` (default, the paper's; scale (1 − κ(t)/κ_max)², default c = 0.01)
+            or ``"variance"`` (scale 1/(κ(t) + d − 1), default c = 1; biased as the steps
+            grow, above).
         num_angles: angle-grid nodes of the velocity profile (≥ 3).
 
     Example:
@@ -148,7 +160,7 @@ class VMFPath(SpherePath):
     has_score = True
 
     def __init__(self, dim: int, kappa_max=50.0, schedule: str | Callable = "linear", *,
-                 corrector: str = "variance", num_angles: int = 1025):
+                 corrector: str = "vanishing", num_angles: int = 1025):
         self.dim = check_int("dim", dim, 2)
         self.kappa_max = check_hyperparameter("kappa_max", kappa_max)
         if isinstance(schedule, str):
@@ -234,12 +246,18 @@ class VMFInfo(NamedTuple):
         nonfinite: ``(B,)`` bool, a posterior evaluation returned NaN/inf or a step produced a
             non-finite state for that sequence; the offending step was skipped (the sequence kept
             its previous state), so its tokens are not trustworthy.
+        invalid_posterior: ``(B,)`` bool, with ``posterior="probabilities"``: an evaluation for
+            that sequence returned finite rows that are not probability vectors (an entry below
+            0 or a row sum off 1 by more than 4V·ε of float32), e.g. logits or log-probabilities
+            (pass ``posterior="logits"``). The eager check refuses that at the first call; this
+            flag reports it under ``jit``. Always ``False`` with ``posterior="logits"``.
     """
 
     x: jax.Array
     confidence: jax.Array
     nfe: jax.Array
     nonfinite: jax.Array
+    invalid_posterior: jax.Array
 
 
 def sample(
@@ -254,6 +272,7 @@ def sample(
     sampler: str = "ode",
     corrector_steps: int = 1,
     corrector_step_size=None,
+    posterior: str = "probabilities",
 ) -> tuple[jax.Array, VMFInfo]:
     """Generates token sequences by integrating a spherical (or Euclidean) flow.
 
@@ -263,14 +282,16 @@ def sample(
     .. math::  x ← \\mathrm{Retr}\\big(x + h\\,v(x, t_k)\\big),\\qquad
                v_l = Σ_k π_l(k)\\,a_{t_k}(e_k^\\top x_l)\\,P_{x_l} e_k ,
 
-    with π = ``posterior_fn(x, t_k)``. ``sampler="pc"`` adds, after every predictor step but the
+    with π = ``posterior_fn(x, t_k)`` (or its softmax, ``posterior="logits"``). ``sampler="pc"``
+    adds, after every predictor step but the
     last, ``corrector_steps`` spherical Langevin steps at t_{k+1} that target the marginal p_t:
 
     .. math::  x ← \\mathrm{Retr}\\big(x + ε\\,s(x, t) + \\sqrt{2ε}\\,P_x ξ\\big),\\qquad
                ε = c\\,/\\,(κ(t) + d − 1)\\ \\text{or}\\ ε = c\\,(1 − κ(t)/κ_{\\max})^2,
 
     ξ ~ N(0, I_d), c = ``corrector_step_size``, s the marginal score, ε by the path's
-    ``corrector`` rule (:class:`VMFPath`: ``"variance"`` or the paper's ``"vanishing"``; the
+    ``corrector`` rule (:class:`VMFPath`: the paper's ``"vanishing"``, the default, or
+    ``"variance"``; the
     Euclidean baseline takes plain Langevin steps with ε = c(1 − t)²; Retr(y) = y/‖y‖). The
     tokens are g_l = argmax_k π_l(k) of one more posterior call at t_end. Every posterior call is
     counted in ``info.nfe``: N + corrector_steps·(N − 1) + 1.
@@ -283,9 +304,11 @@ def sample(
 
     Args:
         key: PRNG key.
-        posterior_fn: ``posterior_fn(x, t) -> (L, V)`` token probabilities (rows summing to 1)
-            for one sequence ``x`` ``(L, d)`` at scalar time ``t``: a network or an exact oracle
-            (:class:`Sudoku4Oracle`, :class:`MarkovChainOracle`).
+        posterior_fn: ``posterior_fn(x, t) -> (L, V)`` for one sequence ``x`` ``(L, d)`` at
+            scalar time ``t``: token probabilities (rows summing to 1; the exact oracles
+            :class:`Sudoku4Oracle`, :class:`MarkovChainOracle`) or, with
+            ``posterior="logits"``, unnormalised log-probabilities (what a trained network
+            returns; ``-inf`` allowed, not a whole row).
         embeddings: ``(V, d)`` token embeddings: unit rows for the spherical paths (refused
             otherwise, not normalised), any finite rows for :class:`EuclideanPath`. Their dtype
             is the working dtype.
@@ -304,6 +327,16 @@ def sample(
             (the authors' value) and 1 otherwise (jaxsample's; measured on Sudoku-4, d = 8 with
             the variance rule: at NFE 16 it brought the grid χ² to the Monte Carlo floor where
             c = 0.3 did not; the ODE stayed above it).
+        posterior: ``"probabilities"`` (default) or ``"logits"``: what ``posterior_fn``
+            returns; logits (or log-probabilities) are turned into π by a softmax over the
+            tokens. The default is ``"probabilities"`` because that is the choice a wrong guess
+            cannot hide from: logits or log-probabilities are caught as rows that do not sum to
+            1, while probabilities read as logits would pass silently (a softmax of
+            probabilities is a valid, flattened law). ``posterior_fn``'s first output is checked
+            eagerly (one call on a fixed uniform draw at t = 0, when its values are concrete):
+            shape, finiteness (no NaN or +inf; not a whole row of −inf for logits) and, for
+            probabilities, rows >= 0 summing to 1 within 4V·ε of float32. Under ``jit`` the
+            check is ``info.invalid_posterior`` (and ``info.nonfinite``).
 
     Returns:
         ``(tokens, info)``: ``tokens`` ``(B, L)`` int32 and a :class:`VMFInfo`.
@@ -311,7 +344,8 @@ def sample(
     Raises:
         TypeError / ValueError: naming the argument, for bad arguments, embeddings that are not
             unit vectors on a spherical path or do not match ``path.dim``, and a posterior whose
-            output is not ``(seq_len, V)`` floating.
+            output is not ``(seq_len, V)`` floating, not finite, or (``"probabilities"``) not
+            rows of probabilities, naming ``posterior_fn`` and the fix.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -352,16 +386,60 @@ def sample(
     check_fn_output("posterior_fn", posterior_fn, (
         jax.ShapeDtypeStruct((seq_len, path.dim), dtype), jax.ShapeDtypeStruct((), dtype),
     ), (seq_len, embeddings.shape[0]))
+    posterior = check_choice("posterior", posterior, POSTERIORS)
+    _check_first_output(posterior_fn, path, seq_len, dtype, posterior)
     if step_size is None:   # an array either way, so the default shares the compilation
         step_size = check_hyperparameter("corrector_step_size",
                                          path.default_corrector_step_size)
     corrections = corrector_steps if sampler == "pc" else 0
     return _sample(key, posterior_fn, embeddings, path, jnp.asarray(num_steps, jnp.int32),
-                   jnp.asarray(corrections, jnp.int32), step_size, (num_samples, seq_len))
+                   jnp.asarray(corrections, jnp.int32), step_size, (num_samples, seq_len),
+                   posterior == "logits")
+
+
+def _sum_tolerance(vocab_size: int) -> float:
+    # a law normalised in float32 (V terms summed, V divisions) is off by <= ~2V·eps32
+    return 4 * vocab_size * float(np.finfo(np.float32).eps)
+
+
+def _check_first_output(posterior_fn, path, seq_len, dtype, posterior):
+    """Calls ``posterior_fn`` once on a fixed uniform draw at t = 0 and refuses what cannot be
+    a posterior (only when the output is concrete: under ``jit`` the Info flags report it)."""
+    x = path.init(jax.random.key(0), (1, seq_len), dtype)[0]
+    out = posterior_fn(x, jnp.zeros((), dtype))
+    if not is_concrete(out):
+        return
+    values = np.asarray(out, np.float64)
+    fix = ("posterior_fn must return (L, V) token probabilities with posterior='probabilities' "
+           "(the default)")
+    if posterior == "logits":
+        if np.any(np.isnan(values) | (values == np.inf)):
+            raise ValueError("posterior_fn returned NaN or +inf logits at its first call "
+                             "(t = 0, a uniform draw); logits must be finite or -inf")
+        if np.any(np.all(values == -np.inf, axis=-1)):
+            raise ValueError("posterior_fn returned a row of logits that are all -inf at its "
+                             "first call (t = 0): every position needs one possible token")
+        return
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{fix}; its first call (t = 0, a uniform draw) returned NaN or inf")
+    sums = values.sum(axis=-1)
+    worst = float(sums[np.argmax(np.abs(sums - 1))])
+    if np.all(values <= 0) and np.allclose(np.exp(values).sum(axis=-1), 1, atol=1e-3):
+        raise ValueError(
+            f"{fix}; its first call returned log-probabilities (every entry <= 0, exp(rows) sum "
+            "to 1): pass posterior='logits' (a log-softmax is taken as logits), or return "
+            "jnp.exp of them")
+    if values.min() < -_sum_tolerance(values.shape[-1]) or np.any(
+            np.abs(sums - 1) > _sum_tolerance(values.shape[-1])):
+        raise ValueError(
+            f"{fix}; its first call returned rows that are not probability vectors (minimum "
+            f"entry {values.min():.4g}, a row sum of {worst:.6g}): for a network's logits or "
+            "log-probabilities pass posterior='logits'")
 
 
 @eqx.filter_jit
-def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, step_size, shape):
+def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, step_size, shape,
+            logits):
     """One loop over the nfe = N + M(N − 1) + 1 posterior evaluations.
 
     Evaluation e (period 1 + M): k = e // (1 + M), m = e % (1 + M); m = 0 is at t_k and feeds the
@@ -396,8 +474,19 @@ def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, ste
 
         branches = (start, predictor, corrector) if path.has_score else (start, predictor)
 
+        tolerance = _sum_tolerance(embeddings.shape[0])
+
+        def as_probabilities(out):
+            """π from the posterior's output, and (B,) flags of rows that are not laws."""
+            if logits:
+                return jax.nn.softmax(out, axis=-1), jnp.zeros(shape[0], bool)
+            sums = jnp.sum(out, axis=-1)
+            invalid = (jnp.any(out < -tolerance, axis=(1, 2))
+                       | jnp.any(jnp.abs(sums - 1) > tolerance, axis=1))
+            return out, invalid
+
         def body(event, carry):
-            x, bad, probs = carry
+            x, bad, invalid, probs = carry
             previous = event - 1
             # the move fed by evaluation e − 1: 0 start, 1 predictor, 2 corrector
             kind = jnp.where(event == 0, 0, jnp.where(previous % period == 0, 1, 2))
@@ -408,15 +497,16 @@ def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, ste
             x_new = jax.lax.switch(kind, branches, x, time_of(previous), probs, noise)
             moved = jnp.all(jnp.isfinite(x_new), axis=(1, 2))
             x = jnp.where(moved[:, None, None], x_new, x)
-            probs = batched(x, time_of(event)).astype(dtype)
+            probs, not_law = as_probabilities(batched(x, time_of(event)).astype(dtype))
             ok = jnp.all(jnp.isfinite(probs), axis=(1, 2))
             probs = jnp.where(ok[:, None, None], probs, jnp.zeros_like(probs))
-            return x, bad | ~moved | ~ok, probs
+            return x, bad | ~moved | ~ok, invalid | (ok & not_law), probs
 
-        init = (jnp.zeros(state_shape, dtype), jnp.zeros(shape[0], bool),
+        no = jnp.zeros(shape[0], bool)
+        init = (jnp.zeros(state_shape, dtype), no, no,
                 jnp.zeros((*shape, embeddings.shape[0]), dtype))
-        x, bad, probs = jax.lax.fori_loop(0, nfe, body, init)
+        x, bad, invalid, probs = jax.lax.fori_loop(0, nfe, body, init)
         tokens = jnp.argmax(probs, axis=-1).astype(jnp.int32)
         info = VMFInfo(x=x, confidence=jnp.max(probs, axis=-1), nfe=nfe.astype(jnp.int32),
-                          nonfinite=bad)
+                       nonfinite=bad, invalid_posterior=invalid)
         return tokens, info
