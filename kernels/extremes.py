@@ -48,6 +48,7 @@ __all__ = [
 _SMALL = 1e-4  # below this |z| the ratios use their Taylor series
 _GRID = np.linspace(-6.0, 24.0, 121)  # v = log(1 + θ·max y); spacing 0.25, includes v = 0
 _GOLDEN_STEPS = 40
+_SHAPE_EDGE = 1e-3  # ξ within this of −1 lies on the constraint ξ >= −1
 _GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 
 
@@ -65,7 +66,9 @@ class GPDFit(NamedTuple):
         solver: the search's :class:`~jaxsample.kernels.solver.SolverStats`: likelihood
             evaluations (grid points plus golden-section steps) and ``RESULTS.successful``
             when the maximum lies inside the search range and is finite
-            (``max_iterations_reached`` on its edge, ``nonfinite`` for a non-finite fit).
+            (``max_iterations_reached`` on its edge: past the grid, or ``ξ`` within 1e-3 of
+            the constraint ``ξ >= −1`` where bounded or tied excesses put it;
+            ``nonfinite`` for a non-finite fit).
         nonfinite: any output is not finite.
     """
 
@@ -240,9 +243,14 @@ def gpd_fit(excesses: jax.Array, weights: jax.Array | None = None) -> GPDFit:
         shape_se = one_plus / jnp.sqrt(total)
         log_scale_se = jnp.sqrt(2 * one_plus / total)
         finite = jnp.isfinite(shape) & jnp.isfinite(scale) & jnp.isfinite(value)
+        # ξ >= −1 is a constraint, not a property of the likelihood (which is unbounded for
+        # ξ < −1): a maximum pressed against it (bounded, uniform-like or tied excesses) is an
+        # edge of the search, not an interior optimum
+        feasible_interior = shape > -1 + _SHAPE_EDGE
         return GPDFit(
             shape=shape, scale=scale, log_likelihood=value, num_exceedances=total,
             shape_se=shape_se, log_scale_se=log_scale_se,
             solver=SolverStats.of(_GRID.shape[0] + _GOLDEN_STEPS + 2,
-                                  converged=interior & finite, nonfinite=~finite),
+                                  converged=interior & feasible_interior & finite,
+                                  nonfinite=~finite),
             nonfinite=~finite)

@@ -263,3 +263,40 @@ def test_bad_inputs_raise_clear_errors(x64):
         risk.bon_pool_accuracy(np.arange(4.0), np.array([0, 1, 0, 1]), 5)
     with pytest.raises(ValueError, match="fewer than min_exceedances"):
         risk.tail_regime(np.zeros(4000), np.arange(4000.0))
+
+
+# ----------------------------------------------------------------------------------------------
+# statuses that tell the truth: a GPD fit on the edge of its search is reported
+
+
+def test_gpd_fit_on_the_edge_of_its_search_is_not_successful():
+    rng = np.random.default_rng(5)
+    # tied excesses (two values): the maximum is pressed against the constraint ξ >= −1
+    tied = extremes.gpd_fit(jnp.asarray(rng.integers(1, 3, 400), jnp.float32))
+    assert float(tied.shape) < -0.999 and not bool(tied.solver.converged)
+    # ξ = 10 lies past the profile grid (v = log(1 + θ·max y) <= 24)
+    heavy = extremes.gpd_fit(jnp.asarray(rng.pareto(0.1, 400), jnp.float32))
+    assert not bool(heavy.solver.converged) and not bool(heavy.nonfinite)
+    # an exponential sample is an interior optimum
+    inner = extremes.gpd_fit(jnp.asarray(rng.exponential(size=400), jnp.float32))
+    assert bool(inner.solver.converged)
+
+
+def test_tail_fits_on_the_edge_are_reported_under_jit_and_warned_eagerly():
+    rng = np.random.default_rng(6)
+    # the correct class's rewards take three values (a coarse grader): above the pooled 0.6
+    # quantile (1.0) its excesses are tied at 1 and 2, and its GPD fit sits on ξ = −1
+    correct = rng.integers(1, 4, 2000).astype(float)
+    incorrect = rng.normal(size=2000) - 0.5
+    scores = jnp.asarray(np.concatenate([correct, incorrect]), jnp.float32)
+    labels = jnp.arange(4000) < 2000
+    settings = dict(threshold_quantile=0.6)
+    _, info = jax.jit(lambda s, l: risk.tail_tension(s, l, n=jnp.asarray([10.0]), **settings))(
+        scores, labels)
+    assert not bool(info.correct.solver.converged) and not bool(info.solver.converged)
+    with pytest.warns(RuntimeWarning, match="tail_tension's GPD tail fits did not succeed"):
+        risk.tail_tension(scores, labels, n=jnp.asarray([10.0]), **settings)
+    with pytest.warns(RuntimeWarning, match="tail_regime's GPD tail fits did not succeed"):
+        _, info = risk.tail_regime(jnp.asarray(correct, jnp.float32),
+                                   jnp.asarray(incorrect, jnp.float32), **settings)
+    assert not bool(info.solver.converged)

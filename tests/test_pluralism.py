@@ -165,3 +165,23 @@ def test_panel_percentile_converges_to_the_dirichlet_marginal():
     cdf = scipy.stats.beta(4, 12).cdf(grid)[:, None]
     assert np.all(np.abs(percentile - cdf) <= 4.5 * np.sqrt(cdf * (1 - cdf) / num))
     assert np.all(np.diff(percentile, axis=0) >= 0)
+
+
+def test_a_fit_cut_short_is_reported_under_jit_and_warned_eagerly():
+    import pytest
+
+    panel = _panel()
+    choices, features = panel.choices[0], panel.option_features
+    # one BFGS step from θ = 0 cannot meet the Cauchy criterion (changes below 1e-4)
+    _, info = jax.jit(lambda c: choice.fit_value_priorities(c, features, max_iterations=1))(
+        choices)
+    assert not bool(info.solver.converged)
+    with pytest.warns(RuntimeWarning, match="fit_value_priorities' BFGS fit did not succeed"):
+        choice.fit_value_priorities(choices, features, max_iterations=1)
+    key = jax.random.key(2)
+    _, info = jax.jit(lambda k, c: choice.bootstrap_value_priorities(
+        k, c, features, num_resamples=4, max_iterations=1))(key, choices)
+    assert not bool(info.solver.converged)
+    with pytest.warns(RuntimeWarning, match="bootstrap_value_priorities' BFGS fits"):
+        choice.bootstrap_value_priorities(key, choices, features, num_resamples=4,
+                                          max_iterations=1)

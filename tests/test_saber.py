@@ -13,7 +13,7 @@ import pytest
 import scipy.special
 import scipy.stats
 
-from jaxsample import risk
+from jaxsample import RESULTS, risk
 from jaxsample.kernels import betabinomial as bb
 
 Z = 4.5
@@ -260,3 +260,44 @@ def test_bootstrap_fits_report_progress(x64):
     assert not bool(jnp.any(info.nonfinite))
     with pytest.raises(TypeError, match="progress"):
         risk.bootstrap_asr(jax.random.key(3), 100, c, 20, num_resamples=2, progress="bar")
+
+
+# ----------------------------------------------------------------------------------------------
+# statuses that tell the truth: a fit cut short is reported, in Info under jit and eagerly
+
+_COUNTS = np.array([0, 0, 1, 1, 2, 3, 3, 4, 6, 8, 9, 12, 15, 19, 20])
+
+
+def test_a_fit_cut_short_is_reported_under_jit_and_warned_eagerly():
+    # one L-BFGS step from the moment start cannot meet the gradient tolerance (1e-4)
+    fit = jax.jit(lambda c: risk.fit_beta_binomial(c, 20, max_iterations=1))
+    _, info = fit(jnp.asarray(_COUNTS, jnp.float32))
+    assert not bool(info.solver.converged) and int(info.solver.num_iterations) == 1
+    assert RESULTS[info.solver.result].startswith("did not converge within max_iterations")
+    with pytest.warns(RuntimeWarning, match="fit_beta_binomial's L-BFGS fit did not succeed"):
+        risk.fit_beta_binomial(_COUNTS, 20, max_iterations=1)
+    # the default budget converges on the same data, silently
+    _, info = risk.fit_beta_binomial(_COUNTS, 20)
+    assert bool(info.solver.converged)
+
+
+def test_bootstrap_fits_cut_short_are_reported_under_jit_and_warned_eagerly():
+    # eager bootstrap_fits and bootstrap_asr share one compilation of the resampled fits;
+    # under jit, bootstrap_asr's Info reports both its fit and the bootstrap fits
+    key = jax.random.key(3)
+    with pytest.warns(RuntimeWarning, match=r"bootstrap_fits' L-BFGS fits did not succeed "
+                                            r"\(4 of 4 solves\)"):
+        risk.bootstrap_fits(key, _COUNTS, 20, num_resamples=4, max_iterations=1)
+    interval = jax.jit(lambda k, c: risk.bootstrap_asr(k, 100, c, 20, num_resamples=4,
+                                                       max_iterations=1))
+    _, info = interval(key, jnp.asarray(_COUNTS, jnp.float32))
+    assert not bool(info.solver.converged) and float(info.converged_fraction) == 0.0
+    with pytest.warns(RuntimeWarning, match="bootstrap_asr's fit to all prompts"):
+        risk.bootstrap_asr(key, 100, _COUNTS, 20, num_resamples=4, max_iterations=1)
+
+
+def test_an_unreachable_budget_is_reported_under_jit_and_warned_eagerly():
+    budget, info = jax.jit(lambda t: risk.budget_at(t, 0.3, 6.0, 0.2))(jnp.asarray(0.9))
+    assert int(budget) == risk.UNREACHABLE and not bool(info.solver.converged)
+    with pytest.warns(RuntimeWarning, match="τ not reached within max_budget"):
+        risk.budget_at(0.9, 0.3, 6.0, pi0=0.2)

@@ -51,7 +51,7 @@ from jaxsample._checks import (
     check_progress,
     is_concrete,
 )
-from jaxsample._solver import from_optimistix
+from jaxsample._solver import from_optimistix, warn_if_unsuccessful
 from jaxsample.kernels import resampling
 from jaxsample.kernels.solver import SolverStats, batched, select
 
@@ -327,8 +327,13 @@ def _checked_fit(key, choices, option_features, *, l2, num_resamples, level, max
     if tolerance is None:
         tolerance = 1e-8 if features.dtype == jnp.float64 else 1e-4
     tolerance = check_number("tolerance", tolerance)
-    return _fit_jit(key, features, choices, l2, num_resamples=num_resamples, level=level,
-                    max_iterations=max_iterations, tolerance=tolerance, progress=progress)
+    theta, info = _fit_jit(key, features, choices, l2, num_resamples=num_resamples,
+                           level=level, max_iterations=max_iterations, tolerance=tolerance,
+                           progress=progress)
+    what = "fit_value_priorities' BFGS fit" if key is None else (
+        "bootstrap_value_priorities' BFGS fits")
+    warn_if_unsuccessful(info.solver, what, stacklevel=4)
+    return theta, info
 
 
 def choice_probabilities(priorities, option_features) -> tuple[jax.Array, ChoiceLawInfo]:

@@ -48,6 +48,7 @@ from jaxsample._checks import (
     common_float_dtype,
     is_concrete,
 )
+from jaxsample._solver import warn_if_unsuccessful
 from jaxsample.kernels.betabinomial import log_binomial_ratio
 from jaxsample.kernels.extremes import (
     GPDFit,
@@ -674,7 +675,9 @@ def tail_tension(scores, labels, *, n=None, threshold_quantile: float = 0.9,
     n = jnp.asarray(10.0 ** np.arange(7), dtype) if n is None else _check_n(n).astype(dtype)
     if n.ndim != 1:
         raise ValueError(f"n must be 1-D, got shape {n.shape}")
-    return _tension(scores, labels, n, p_correct, threshold_quantile)
+    gap, info = _tension(scores, labels, n, p_correct, threshold_quantile)
+    warn_if_unsuccessful(info.solver, "tail_tension's GPD tail fits")
+    return gap, info
 
 
 def tail_regime(correct, incorrect, *, threshold_quantile: float = 0.9, p_correct=None,
@@ -763,6 +766,8 @@ def tail_regime(correct, incorrect, *, threshold_quantile: float = 0.9, p_correc
     limit, shape_z, scale_z = (jnp.asarray(v, dtype) for v in (limit, shape_z, scale_z))
     nonfinite = ~(jnp.isfinite(limit) & jnp.isfinite(shape_z) & jnp.isfinite(scale_z)
                   & jnp.isfinite(fit_c.log_likelihood) & jnp.isfinite(fit_w.log_likelihood))
-    return regime, TailRegimeInfo(limit_accuracy=limit, threshold=threshold, correct=fit_c,
-                                  incorrect=fit_w, shape_z=shape_z, scale_z=scale_z,
-                                  solver=_fits_solver(fit_c, fit_w), nonfinite=nonfinite)
+    info = TailRegimeInfo(limit_accuracy=limit, threshold=threshold, correct=fit_c,
+                          incorrect=fit_w, shape_z=shape_z, scale_z=scale_z,
+                          solver=_fits_solver(fit_c, fit_w), nonfinite=nonfinite)
+    warn_if_unsuccessful(info.solver, "tail_regime's GPD tail fits")
+    return regime, info

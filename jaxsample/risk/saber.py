@@ -43,6 +43,7 @@ import numpy as np
 import optax
 
 from jaxsample._batching import vmap_in_blocks
+from jaxsample._solver import warn_if_unsuccessful
 from jaxsample._checks import (
     check_array,
     check_choice,
@@ -100,8 +101,9 @@ class SABERFitInfo(NamedTuple):
     Attributes:
         log_likelihood: ``Σ_i log P(c_i; n_i, α, β, π₀)`` at the fit (binomial coefficients
             included).
-        solver: :class:`~jaxsample.SolverStats` of L-BFGS (``successful`` when the gradient met
-            the tolerance within ``max_iterations``).
+        solver: :class:`~jaxsample.SolverStats` of L-BFGS (``successful`` only when the
+            gradient at the returned parameters met the tolerance within ``max_iterations``;
+            ``nonfinite`` for a non-finite gradient). An eager fit that fails warns once.
         nonfinite: any parameter or the log-likelihood is not finite.
     """
 
@@ -402,23 +404,44 @@ def budget_at(tau, alpha, beta, pi0=0.0, *, max_budget: int | None = None
         ``(budget, info)``: integer budgets (int32, or int64 with 64-bit types),
         :data:`UNREACHABLE` (−1) where τ is not reached within ``max_budget`` attempts, in
         particular wherever ``τ >= 1 − π₀``; and a :class:`SABERBudgetInfo` (the ASR at the
-        budget, the search's :class:`~jaxsample.SolverStats`).
+        budget, the search's :class:`~jaxsample.SolverStats`, unsuccessful where τ was not
+        reached). An eager call with an unreached τ warns once.
 
     Example:
         >>> budget, info = budget_at(0.5, 0.3, 6.0)
         >>> int(budget), round(float(info.asr), 4)
         (52, 0.5017)
-        >>> budget, info = budget_at(0.9, 0.3, 6.0, pi0=0.2)
-        >>> int(budget), bool(info.solver.converged)
-        (-1, False)
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:  # eagerly, one warning says so
+        ...     warnings.simplefilter("always")
+        ...     budget, info = budget_at(0.9, 0.3, 6.0, pi0=0.2)
+        >>> int(budget), bool(info.solver.converged), len(caught)
+        (-1, False, 1)
     """
     tau = _check_real("tau", tau, positive=True, below=1)
     (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"tau": tau})
     int_dtype = jax.dtypes.canonicalize_dtype(jnp.int64)
     limit = 2**31 - 1 if int_dtype == jnp.int32 else 2**53
     max_budget = check_int("max_budget", limit if max_budget is None else max_budget, 1, limit)
-    return _budget_at(tau.astype(dtype), alpha, beta, pi0, max_budget=max_budget,
-                      int_dtype=int_dtype)
+    budget, info = _budget_at(tau.astype(dtype), alpha, beta, pi0, max_budget=max_budget,
+                              int_dtype=int_dtype)
+    _warn_unreached(info.solver, max_budget)
+    return budget, info
+
+
+def _warn_unreached(stats, max_budget):
+    """One eager warning when some τ is not reached (the iteration-cap message of
+    :class:`~jaxsample.RESULTS` would name the wrong fix: the search itself always ends)."""
+    import warnings
+
+    converged = stats.converged
+    if not is_concrete(converged) or bool(jnp.all(converged)):
+        return
+    failed = ~np.asarray(converged)
+    count = f" ({int(failed.sum())} of {failed.size})" if failed.size > 1 else ""
+    warnings.warn(f"budget_at: τ not reached within max_budget={max_budget} attempts{count}; "
+                  f"{UNREACHABLE} returned there. Raise max_budget, or lower τ below 1 − π₀, "
+                  "which no budget reaches", RuntimeWarning, stacklevel=3)
 
 
 @functools.partial(jax.jit, static_argnames=("max_budget", "int_dtype"))
@@ -623,8 +646,11 @@ def _solve(objective, start, log_choose, num_prompts, zero_inflated, max_iterati
     log_likelihood = log_choose - num_prompts * objective(params)
     finite = jnp.isfinite(jnp.stack([alpha, beta, pi0, log_likelihood]))
     nonfinite = ~jnp.all(finite)
-    stats = SolverStats.of(count, converged=gradient_norm(state) <= tolerance,
-                           nonfinite=nonfinite)
+    final_gradient = gradient_norm(state)
+    # success only when the gradient criterion was met at the returned parameters; a NaN
+    # gradient (never <= tolerance) is reported as non-finite, not as an exhausted budget
+    stats = SolverStats.of(count, converged=final_gradient <= tolerance,
+                           nonfinite=nonfinite | ~jnp.isfinite(final_gradient))
     return (BetaBinomialFit(alpha=alpha, beta=beta, pi0=pi0),
             SABERFitInfo(log_likelihood=log_likelihood, solver=stats, nonfinite=nonfinite))
 
@@ -654,9 +680,10 @@ def _fit(successes, trials, *, zero_inflated, max_iterations, tolerance, max_tri
                       statistics.moments[4], statistics.num_prompts, **settings)
 
 
-_SETTINGS = ("zero_inflated", "max_iterations", "tolerance", "max_trials")
+# max_iterations is traced (a while-loop bound): every iteration cap shares one compilation
+_SETTINGS = ("zero_inflated", "tolerance", "max_trials")
 _statistics_jit = jax.jit(_statistics, static_argnames=("max_trials",))
-_fit_statistics_jit = jax.jit(_fit_statistics, static_argnames=_SETTINGS[:3])
+_fit_statistics_jit = jax.jit(_fit_statistics, static_argnames=_SETTINGS[:2])
 _fit_prompts_jit = jax.jit(_fit, static_argnames=_SETTINGS)
 
 
@@ -743,7 +770,9 @@ def fit_beta_binomial(successes, trials, *, zero_inflated: bool = False,
     successes, trials = _check_counts(successes, trials)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
-    return _fit_jit(successes, trials, **settings)
+    fit, info = _fit_jit(successes, trials, **settings)
+    warn_if_unsuccessful(info.solver, "fit_beta_binomial's L-BFGS fit")
+    return fit, info
 
 
 def _resample(key, successes, trials, num_resamples):
@@ -790,8 +819,10 @@ def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated:
     progress = check_progress(progress)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
-    return _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
-                           progress=progress, **settings)
+    fits, infos = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
+                                  progress=progress, **settings)
+    warn_if_unsuccessful(infos.solver, "bootstrap_fits' L-BFGS fits")
+    return fits, infos
 
 
 _ESTIMATORS = ("population", "conditional", "anchored")
@@ -873,6 +904,12 @@ def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
     fits, fit_infos = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
                                       progress=progress, **settings)
     dtype = successes.dtype
-    return _interval(key, n.astype(dtype), successes, trials, level.astype(dtype), full,
-                     full_info, fits, fit_infos, estimator=estimator,
-                     num_resamples=num_resamples)
+    interval, info = _interval(key, n.astype(dtype), successes, trials, level.astype(dtype),
+                               full, full_info, fits, fit_infos, estimator=estimator,
+                               num_resamples=num_resamples)
+    # one message: the fit to all prompts first, else the bootstrap fits
+    if is_concrete(full_info.solver.converged) and not bool(full_info.solver.converged):
+        warn_if_unsuccessful(full_info.solver, "bootstrap_asr's fit to all prompts")
+    else:
+        warn_if_unsuccessful(fit_infos.solver, "bootstrap_asr's bootstrap fits")
+    return interval, info
