@@ -251,3 +251,37 @@ def test_secular_solve_reports_through_solver_stats():
     assert RESULTS[capped.solver.result] == RESULTS[RESULTS.max_iterations_reached]
     _, bad = secular.solve_secular(b.at[0].set(jnp.nan), d)
     assert bool(bad.nonfinite) and RESULTS[bad.solver.result] == RESULTS[RESULTS.nonfinite]
+
+
+def test_evidence_fit_that_stops_early_is_reported_and_warned():
+    """One BFGS step cannot meet the tolerance from a start far from the evidence maximum: the
+    fit's status says so under ``jit`` and an eager call warns; the default budget succeeds
+    without a warning."""
+    import warnings
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(40, 4))
+    y = (x / np.linalg.norm(x, axis=1, keepdims=True)) @ np.array([1.0, -0.5, 0.3, 0.0])
+    y = y + 0.05 * rng.normal(size=40)
+    bo = SphericalLinearBO(4, noise=3.0, prior_scale=0.01)
+    state = bo.tell(bo.init(jnp.float32), jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32))
+    _, info = jax.jit(lambda s: bo.fit(s, max_iterations=1))(state)
+    assert not bool(info.solver.converged) and int(info.solver.num_iterations) == 1
+    with pytest.warns(RuntimeWarning, match="evidence maximisation did not succeed"):
+        bo.fit(state, max_iterations=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, info = bo.fit(state)
+    assert bool(info.solver.converged)
+
+
+@pytest.mark.filterwarnings("ignore:SphericalLinearBO.run's evidence refits")  # noise-free y
+def test_run_is_prefix_consistent():
+    """Iteration t draws with fold_in(key, t) and nothing depends on num_iterations: a short
+    run is bit for bit the start of a longer one (the convergence entry reads its budgets from
+    one run)."""
+    a = jnp.asarray([1.0, 2.0, 0.0, -1.0, 0.5, 0.0])
+    bo = SphericalLinearBO(6)
+    _, long = bo.run(jax.random.key(3), lambda u: u @ a, bo.init(jnp.float32), 12)
+    _, short = bo.run(jax.random.key(3), lambda u: u @ a, bo.init(jnp.float32), 6)
+    np.testing.assert_array_equal(np.asarray(long.points[:6]), np.asarray(short.points))

@@ -34,8 +34,9 @@ def test_counts_are_consistent(schedule):
     """W + Wᵀ = N symmetric with zero diagonal, ΣN = 2·duels, the cap is exact; the lower
     bounds are ``q̂ − r(N)`` with the anytime radius ``r(N) = √(log(4K²N²/δ)/(2N))``."""
     prefs = PreferenceMatrix(jnp.asarray(0.5 + 0.3 * (_CYCLE - 0.5), jnp.float32))
-    _, info = identify_condorcet(jax.random.key(3), prefs, delta=0.1, budget=37,
-                                 schedule=schedule)
+    with pytest.warns(RuntimeWarning, match="no certified winner"):  # 37 duels certify none
+        _, info = identify_condorcet(jax.random.key(3), prefs, delta=0.1, budget=37,
+                                     schedule=schedule)
     wins = np.asarray(info.wins)
     counts = wins + wins.T
     assert np.all(np.diag(counts) == 0) and np.all(counts == counts.T)
@@ -112,3 +113,20 @@ def test_degenerate_instance_behaves_like_winner_row():
         duels[strategy] = np.asarray(info.num_duels, np.float64)
     diff = duels["full_gap"] - duels["winner_row"]
     assert diff.mean() >= -4 * diff.std(ddof=1) / math.sqrt(diff.size), diff.mean()
+
+
+def test_budget_exhausted_is_reported_under_jit_and_warned_eagerly():
+    """A budget far below the stopping time: no certified winner. Under ``jit`` the status says
+    so (``determined`` False, ``solver`` not successful, its rounds counted); an eager call
+    warns once; a certified run does not warn."""
+    prefs = PreferenceMatrix(jnp.asarray(_Q4, jnp.float32))
+    _, info = jax.jit(lambda key: identify_condorcet(key, prefs, budget=12))(jax.random.key(2))
+    assert not bool(info.determined) and not bool(info.solver.converged)
+    assert int(info.solver.num_iterations) == int(info.num_rounds) > 0
+    with pytest.warns(RuntimeWarning, match="no certified winner"):
+        identify_condorcet(jax.random.key(2), prefs, budget=12)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, info = identify_condorcet(jax.random.key(2), prefs)
+    assert bool(info.determined) and bool(info.solver.converged)

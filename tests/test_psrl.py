@@ -141,3 +141,43 @@ def test_huge_counts_stop_disagreement():
     _, blank = run_psrl(jax.random.key(3), mdp, num_episodes=_EPISODES, variant="pi0",
                         store_trajectories=True)
     assert bool(jnp.any(blank.explored))
+
+
+def test_blind_exploration_with_a_non_covering_reference_is_flagged_and_warned():
+    """π0 = always-left on RiverSwim never plays 'right', so exploration episodes cannot settle
+    a disagreement about it: every exploration episode is blind (under jit: the Info flag), an
+    eager run warns once, and its regret is π0's own gap in every blind episode. A uniform π0
+    plays every action: never blind, no warning."""
+    import warnings
+
+    import pytest
+
+    mdp = TabularMDP.riverswim(num_states=3, horizon=4)
+    left = jnp.zeros((4, 3), jnp.int32)
+    _, info = jax.jit(lambda key: run_psrl(key, mdp, num_episodes=_EPISODES, variant="pi0",
+                                           reference_policy=left))(jax.random.key(3))
+    blind, explored = np.asarray(info.blind), np.asarray(info.explored)
+    assert blind[_EPISODES // 2:].any() and np.all(blind <= explored)
+    v_star = float(mdp.initial @ mdp.backward_induction()[0][0])
+    v_left = float(mdp.initial @ mdp.evaluate_policy(left)[0])
+    np.testing.assert_allclose(np.asarray(info.regret)[blind], v_star - v_left, rtol=1e-5)
+    with pytest.warns(RuntimeWarning, match="blind"):
+        run_psrl(jax.random.key(3), mdp, num_episodes=_EPISODES, variant="pi0",
+                 reference_policy=left)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, covered = run_psrl(jax.random.key(3), mdp, num_episodes=_EPISODES, variant="pi0")
+    assert not np.any(np.asarray(covered.blind)) and np.any(np.asarray(covered.explored))
+
+
+def test_ucbvi_reports_when_its_bonus_steers():
+    """UCBVI's ``explored``: the bonus makes the played policy lose value in the empirical MDP.
+    Without data the bonus decides everything (flagged); with ~10⁷·P counts and a zero bonus
+    scale the greedy policy is played (never flagged)."""
+    mdp = TabularMDP.riverswim(num_states=3, horizon=4)
+    _, blank = run_ucbvi(jax.random.key(0), mdp, num_episodes=_EPISODES)
+    assert bool(np.asarray(blank.explored)[0]) and int(blank.num_explore) >= 1
+    huge = jnp.round(1e7 * mdp.transitions[:1]).astype(jnp.int32)
+    _, informed = run_ucbvi(jax.random.key(0), mdp, num_episodes=_EPISODES, initial_counts=huge,
+                            bonus_scale=0.0)
+    assert not np.any(np.asarray(informed.explored)) and int(informed.num_explore) == 0

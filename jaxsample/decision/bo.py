@@ -73,7 +73,7 @@ from jaxsample._checks import (
     check_progress,
     is_concrete,
 )
-from jaxsample._solver import from_optimistix
+from jaxsample._solver import from_optimistix, warn_if_unsuccessful
 from jaxsample.core import SamplingAlgorithm, Step, run
 from jaxsample.kernels import secular, sphere
 from jaxsample.kernels.solver import SolverStats
@@ -573,7 +573,10 @@ class SphericalLinearBO(eqx.Module):
         """
         self._check_state(state)
         max_iterations = check_int("max_iterations", max_iterations, 1)
-        return _fit(state, max_iterations)
+        state, info = _fit(state, max_iterations)
+        warn_if_unsuccessful(info.solver, "SphericalLinearBO.fit's evidence maximisation",
+                             stacklevel=4)
+        return state, info
 
     # ---- loop
 
@@ -638,4 +641,7 @@ class SphericalLinearBO(eqx.Module):
         loop = _LoopState(state, jnp.asarray(initial_angle, dtype), zero, zero, zero)
         loop, trace = run(key, SamplingAlgorithm(init=lambda s: s, step=step), loop,
                           num_iterations, progress=progress)
+        warn_if_unsuccessful(trace.solver, "SphericalLinearBO.run's evidence refits (the "
+                             "iterations after a failed refit keep its last (σ, σ_w))",
+                             stacklevel=4)
         return loop.bo, trace

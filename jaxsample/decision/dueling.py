@@ -54,7 +54,9 @@ from jaxsample._checks import (
     check_key,
     is_concrete,
 )
+from jaxsample._solver import warn_if_unsuccessful
 from jaxsample.core import SamplingAlgorithm, Step, run_until
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = [
     "DuelInfo",
@@ -175,6 +177,10 @@ class DuelInfo(NamedTuple):
         num_rounds: int32 loop iterations.
         determined: bool, exactly one arm is left alive (the returned winner is certified at
             level δ); False when the budget ran out or every arm was eliminated.
+        solver: :class:`~jaxsample.SolverStats` of the search: ``num_iterations`` the rounds,
+            ``result`` ``successful`` exactly when ``determined``, ``nonfinite`` for a
+            non-finite matrix, else ``max_iterations_reached`` (the budget ran out, or, without
+            a strict Condorcet winner, every arm was eliminated).
         nonfinite: bool, the preference matrix held non-finite values.
         wins: ``(K, K)`` int32 win counts (``wins + winsᵀ`` = duels per pair).
         alive: ``(K,)`` bool arms not eliminated.
@@ -185,6 +191,7 @@ class DuelInfo(NamedTuple):
     num_duels: jax.Array
     num_rounds: jax.Array
     determined: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
     wins: jax.Array
     alive: jax.Array
@@ -312,7 +319,8 @@ def _identify(key, probs, delta, budget, strategy, schedule):
     pool = jnp.where(jnp.any(state.alive), state.alive, jnp.ones((k,), bool))
     winner = jnp.argmax(jnp.where(pool, worst, -jnp.inf)).astype(jnp.int32)
     lower = jnp.where(counts > 0, lower, -jnp.inf)
-    info = DuelInfo(state.num_duels, state.num_rounds, determined, nonfinite, state.wins,
+    solver = SolverStats.of(state.num_rounds, converged=determined, nonfinite=nonfinite)
+    info = DuelInfo(state.num_duels, state.num_rounds, determined, solver, nonfinite, state.wins,
                     state.alive, state.eliminated_by, lower)
     return winner, info
 
@@ -326,7 +334,8 @@ def identify_condorcet(key: jax.Array, preferences, *, delta=0.05, budget: int =
     strategy shares the elimination rule, so each returns the CW with probability ``≥ 1 − δ``;
     they differ in how many duels they need.
 
-    What is returned when there is no certified winner: ``info.determined`` is False and
+    What is returned when there is no certified winner: ``info.determined`` is False,
+    ``info.solver`` is not successful (an eager call warns once) and
     ``winner`` is the alive arm (every arm if none is alive) whose smallest empirical win rate
     ``min_j q̂_ij`` is largest. Without a strict Condorcet winner (possible only for traced
     matrices: concrete ones are refused) every arm may be eliminated, and the run ends with
@@ -363,5 +372,8 @@ def identify_condorcet(key: jax.Array, preferences, *, delta=0.05, budget: int =
         budget = check_int("budget", budget, 1, 2**31 - 1)
     strategy = check_choice("strategy", strategy, STRATEGIES)
     schedule = check_choice("schedule", schedule, SCHEDULES)
-    return _identify(key, preferences.probs, delta, jnp.asarray(budget, jnp.int32), strategy,
-                     schedule)
+    winner, info = _identify(key, preferences.probs, delta, jnp.asarray(budget, jnp.int32),
+                             strategy, schedule)
+    warn_if_unsuccessful(info.solver, "identify_condorcet's elimination (no certified winner "
+                         "within the duel budget: raise budget)")
+    return winner, info

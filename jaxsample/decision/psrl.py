@@ -236,6 +236,11 @@ class PSRLInfo(NamedTuple):
             episode; for ``"psrl"``: recorded only).
         optimal: ``(K,)`` bool, the played policy's value equals ``V*`` (to 1e-6·H relative).
         num_explore: int32 exploration episodes.
+        blind: ``(K,)`` bool, an exploration episode that played ``π0`` while the test disagreed
+            at a state where ``π0`` cannot play (zero state-action occupancy in ``M̂``) one of
+            the two disputed actions ``π̃_h(s)``, ``π̂_h(s)``: the episode cannot gather the data
+            that settles the test (always False for ``"psrl"`` and ``explore_policy="sampled"``,
+            and for a ``π0`` that plays every action with positive probability).
         states: ``(K, H + 1)`` int32 trajectories (``(K, 0)`` unless ``store_trajectories``).
         actions: ``(K, H)`` int32 actions (``(K, 0)`` unless ``store_trajectories``).
         nonfinite: bool, a non-finite value appeared in a value or regret.
@@ -245,6 +250,7 @@ class PSRLInfo(NamedTuple):
     explored: jax.Array
     optimal: jax.Array
     num_explore: jax.Array
+    blind: jax.Array
     states: jax.Array
     actions: jax.Array
     nonfinite: jax.Array
@@ -294,19 +300,26 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
             hat_probs = jax.nn.one_hot(pi_hat, a, dtype=dtype)
             tilde_probs = jax.nn.one_hot(pi_tilde, a, dtype=dtype)
             differ = pi_tilde != pi_hat
+            reached = differ & (_occupancy(p_hat, initial, hat_probs) > 0)
             if disagreement == "any":
                 explore = jnp.any(differ)
             elif disagreement == "reachable":
-                occ = _occupancy(p_hat, initial, hat_probs)
-                explore = jnp.any(differ & (occ > 0))
+                explore = jnp.any(reached)
             else:
                 v_hat_in_tilde = initial @ _evaluate(p_tilde, rewards, hat_probs)[0]
                 explore = initial @ v_tilde[0] - v_hat_in_tilde > gap_threshold
+            blind = jnp.zeros((), bool)
             if variant == "psrl":
                 played = tilde_probs
             else:
                 explore_probs = reference if explore_policy == "reference" else tilde_probs
                 played = jnp.where(explore, explore_probs, hat_probs)
+                if explore_policy == "reference":
+                    # π0's state-action occupancy in M̂ at both disputed actions
+                    occ_ref = _occupancy(p_hat, initial, reference)[..., None] * reference
+                    can_tilde = jnp.take_along_axis(occ_ref, pi_tilde[..., None], -1)[..., 0]
+                    can_hat = jnp.take_along_axis(occ_ref, pi_hat[..., None], -1)[..., 0]
+                    blind = explore & jnp.any(reached & ((can_tilde <= 0) | (can_hat <= 0)))
             regret, counts, states, actions = episode_outputs(
                 mdp_arrays, v_star, played, key_roll, counts, homogeneous)
             if not store_trajectories:
@@ -314,14 +327,37 @@ def _run_psrl(key, mdp_arrays, reference, prior, gap_threshold, initial_counts, 
             if progress is not None:
                 progress.report(index + 1, num_episodes)
             return counts, (regret, explore, regret <= scale * jnp.maximum(v_star, 1),
-                            states, actions)
+                            blind, states, actions)
 
     keys = jax.random.split(key, num_episodes)
-    counts, (regret, explored, optimal, states, actions) = jax.lax.scan(
+    counts, (regret, explored, optimal, blind, states, actions) = jax.lax.scan(
         episode, initial_counts, (jnp.arange(num_episodes, dtype=jnp.int32), keys))
     nonfinite = ~jnp.all(jnp.isfinite(regret)) | ~jnp.isfinite(v_star)
     return counts, PSRLInfo(regret, explored, optimal, jnp.sum(explored).astype(jnp.int32),
-                            states, actions, nonfinite)
+                            blind, states, actions, nonfinite)
+
+
+def _warn_if_blind(info: PSRLInfo, *, stacklevel: int = 3) -> None:
+    """One ``RuntimeWarning`` when an eager run's exploration stayed blind (``info.blind`` in
+    the second half of the episodes); nothing under tracing (the flag stays in the Info)."""
+    import warnings
+
+    if not is_concrete(info.blind):
+        return
+    blind = np.asarray(info.blind)
+    half = blind.shape[-1] // 2
+    late = blind[..., half:]
+    if not late.any():
+        return
+    cost = float(np.asarray(info.regret)[..., half:][late].mean())
+    warnings.warn(
+        f"π0-PSRL's exploration is blind in {int(late.sum())} of {late.size} episodes of the "
+        "run's second half: the disagreement test fires at states where the reference policy "
+        "cannot play one of the two disputed actions, so those episodes gather no data that "
+        "can settle the test, which keeps firing, and the regret grows linearly at π0's own "
+        f"gap V* − V^π0 (here {cost:.3g} per blind episode). Give a reference_policy that "
+        "plays every action with positive probability, or explore_policy='sampled'.",
+        RuntimeWarning, stacklevel=stacklevel)
 
 
 def check_run_arguments(key, mdp, num_episodes, initial_counts, homogeneous, progress):
@@ -405,6 +441,9 @@ def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str
         if is_concrete(reference) and (np.any(np.asarray(reference) < 0) or np.max(
                 np.abs(np.asarray(reference, np.float64).sum(-1) - 1)) > 1e-5):
             raise ValueError("reference_policy must hold action laws summing to 1")
-    return _run_psrl(key, (mdp.transitions, mdp.rewards, mdp.initial), reference, prior,
-                     gap_threshold, initial_counts, num_episodes, variant, explore_policy,
-                     disagreement, bool(homogeneous), bool(store_trajectories), progress)
+    counts, info = _run_psrl(key, (mdp.transitions, mdp.rewards, mdp.initial), reference, prior,
+                             gap_threshold, initial_counts, num_episodes, variant,
+                             explore_policy, disagreement, bool(homogeneous),
+                             bool(store_trajectories), progress)
+    _warn_if_blind(info)
+    return counts, info
