@@ -422,3 +422,12 @@ def test_a_started_meter_counts_compilation_and_labels_its_lines():
     assert float(lines[0].rsplit(" ", 1)[1].rstrip("s")) >= 0.3
     with pytest.raises(TypeError, match="label"):
         TextProgress(label=3)
+
+
+def test_a_collapsed_cloud_is_sent_to_etd_hard():
+    class Trace(NamedTuple):
+        collapsed: jax.Array
+        nonfinite: jax.Array
+
+    report, _ = jaxsample.diagnostics.diagnose(Trace(jnp.ones(10, bool), jnp.zeros(10, bool)))
+    assert "jaxsample.particles.ETD_HARD" in str(report) and "NUTS" not in str(report)
