@@ -63,8 +63,9 @@ def main():
                                pool_steps=args.max_steps // 4, learning_rate=3e-3, width=32,
                                depth=2)
     print(f"training: final loss {float(info.losses[-50:].mean()):.3g}, "
-          f"log Z {float(net.log_z.sum()):.3f} (exact 0), non-finite loss: "
-          f"{bool(info.nonfinite)}")
+          f"Poisson residual {float(info.residual):.3g} (solved: "
+          f"{bool(info.solver.converged)}), log Z {float(net.log_z.sum()):.3f} (exact 0), "
+          f"non-finite loss: {bool(info.nonfinite)}")
     x_stop, stop = sample_multilevel(keys[2], kernel, target.logdensity, logp0, net, x0,
                                      max_steps=args.max_steps)
     length = max(int(round(float(stop.lengths.mean()))), 1)

@@ -218,6 +218,8 @@ def test_learned_table_classifier_converges_to_optimal(x64):
         model=_Table(jnp.zeros(8)), num_steps=1500, pool_steps=20, batch_size=128,
         optimizer=optax.adam(optax.cosine_decay_schedule(0.1, 1500)), flow_penalty=1e-3)
     assert not bool(info.nonfinite)
+    # solved: the status says so (relative RMS Poisson residual within the default 0.1)
+    assert bool(info.solver.converged), float(info.residual)
     learned = jax.vmap(net)(jnp.arange(8))
     np.testing.assert_allclose(learned, sigma_star, atol=0.05)
     assert abs(float(net.log_z)) < 0.05  # π is normalised: log Z = 0 is identified
@@ -333,3 +335,29 @@ def test_multilevel_training_matches_tabular_optimum(x64):
     _, p_value = stats.chisquare(np.append(counts[keep], counts[~keep].sum()),
                                  np.append(expected[keep], expected[~keep].sum()))
     assert p_value > 1e-3
+
+
+def test_train_stopping_reports_an_unsolved_fit():
+    """Five Adam steps cannot solve the Poisson equation of a wide p₀: the status says so in
+    the Info under jit (max_iterations_reached) and with one RuntimeWarning when eager."""
+    from jaxsample.kernels.solver import RESULTS
+
+    def logpi(x):
+        return -0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.pi)
+
+    def logp0(x):
+        return -jnp.sum(x**2) / 18 - jnp.log(18 * jnp.pi)
+
+    x0 = 3.0 * jax.random.normal(jax.random.key(0), (16, 2))
+
+    def fit(key):
+        return train_stopping(key, mala(logpi, step_size=0.3), logpi, logp0, x0, num_steps=5,
+                              pool_steps=2, batch_size=16, width=4, depth=1)[1]
+
+    traced = jax.jit(fit)(jax.random.key(1))
+    assert not bool(traced.solver.converged)
+    assert traced.solver.result == RESULTS.max_iterations_reached
+    assert float(jnp.abs(traced.residual)) > 0.01
+    with pytest.warns(RuntimeWarning, match="train_stopping.*did not succeed"):
+        eager = fit(jax.random.key(1))
+    assert not bool(eager.solver.converged)

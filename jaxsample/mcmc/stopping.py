@@ -62,7 +62,9 @@ from jaxsample._checks import (
     check_position,
     check_progress,
 )
+from jaxsample._solver import warn_if_unsuccessful
 from jaxsample.core import SamplingAlgorithm, Step, run_until
+from jaxsample.kernels.solver import SolverStats
 
 __all__ = [
     "StopInfo",
@@ -338,10 +340,25 @@ class StoppingNet(eqx.Module):
 
 
 class StoppingTrainInfo(NamedTuple):
-    """``losses (num_steps,)`` of the training objective (the mean over levels);
-    ``nonfinite``: a loss went NaN/inf."""
+    """How the fit of :func:`train_stopping` went.
+
+    Attributes:
+        losses: ``(num_steps,)`` the training objective (the mean over levels).
+        residual: the mean over the last tenth of the steps of the residual part of the loss,
+            ``E_y[r_x(y) r_x'(y)/c(y)²]`` (the penalty left out): an unbiased estimate of the mean
+            squared relative Poisson residual, 0 for the exact rule.
+        solver: :class:`~jaxsample.SolverStats`; ``successful`` only when ``|residual|`` is at
+            most ``tolerance²`` (the Poisson equation solved to a relative RMS residual of
+            ``tolerance``) and every loss is finite; ``max_iterations_reached`` otherwise (the
+            optimiser's budget ran out before the criterion was met), ``nonfinite`` on a
+            NaN/inf loss. A net that fails it may still stop chains, but their terminal law is
+            not π to that accuracy.
+        nonfinite: a loss went NaN/inf.
+    """
 
     losses: jax.Array
+    residual: jax.Array
+    solver: SolverStats
     nonfinite: jax.Array
 
 
@@ -391,7 +408,8 @@ def _poisson_td_loss(net: StoppingNet, y, x, x_prime, log_ratio_y, flow_penalty)
 
     r = rest - move_term(x)
     r_prime = rest - move_term(x_prime)
-    return jnp.mean(r * r_prime) + flow_penalty * jnp.mean(jnp.exp(log_h_y - log_c))
+    residual = jnp.mean(r * r_prime)
+    return residual + flow_penalty * jnp.mean(jnp.exp(log_h_y - log_c)), residual
 
 
 class _LevelMLP(eqx.Module):
@@ -445,8 +463,8 @@ def train_stopping(key: jax.Array, algorithm, logdensity_fn: Callable,
                    pool_steps: int = 50, batch_size: int = 256, learning_rate: float = 1e-2,
                    optimizer: optax.GradientTransformation | None = None,
                    flow_penalty: float = 1e-2, log_z: float = 0.0, width: int = 64,
-                   depth: int = 2, baseline: bool = True, progress=None
-                   ) -> tuple[StoppingNet, StoppingTrainInfo]:
+                   depth: int = 2, baseline: bool = True, tolerance: float = 0.1,
+                   progress=None) -> tuple[StoppingNet, StoppingTrainInfo]:
     r"""Fit a stopping classifier ``σ_θ`` by the Poisson/TD loss over a π-reversible base kernel.
 
     **Loss** (jaxsample's; the paper trains a non-acyclic GFlowNet by trajectory balance with a
@@ -508,8 +526,18 @@ def train_stopping(key: jax.Array, algorithm, logdensity_fn: Callable,
             ``h_θ = 1 + exp(model)``. Needed whenever ``p₀/π̃`` spans many orders of magnitude
             over the pool (a ``p₀`` wider than π): without it the fit must grow the net's output
             to ``log(p₀/π̃)`` and the relative residual's gradient vanishes on the way.
+        tolerance: the relative RMS Poisson residual the fit must reach for
+            ``info.solver`` to report success (``|info.residual| <= tolerance²``); a traced
+            value.
         progress: an optional meter (e.g. :class:`jaxsample.TextProgress`) reporting the
             optimisation steps from inside the compiled loop.
+
+    **Status.** ``info.solver`` is ``successful`` only when the residual criterion above is
+    met; an eager call that misses it warns once (``RuntimeWarning``), a traced one leaves the
+    status in the Info. Measured at the defaults (``bench/bench_stopping.py``, 5 seeds, a banana,
+    a correlated Gaussian and a two-mode mixture from ``p₀ = N(0, 3²I)``): the criterion is
+    missed on all three, and the stopped chains are no better than fixed-length MALA at equal
+    cost (see the method page).
 
     Returns:
         ``(StoppingNet, StoppingTrainInfo)``; pass the net as ``stop_prob_fn`` to
@@ -523,11 +551,13 @@ def train_stopping(key: jax.Array, algorithm, logdensity_fn: Callable,
         >>> logpi = lambda x: -0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.pi)
         >>> logp0 = lambda x: -jnp.sum(x**2) / 50 - jnp.log(50 * jnp.pi)
         >>> x0 = 5.0 * jax.random.normal(jax.random.key(0), (16, 2))
-        >>> net, info = train_stopping(jax.random.key(1), mala(logpi, step_size=0.3), logpi,
-        ...                            logp0, x0, num_steps=20, pool_steps=5, batch_size=32,
-        ...                            width=8, depth=1)
-        >>> info.losses.shape, bool(info.nonfinite)
-        ((20,), False)
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:  # 20 steps: far from solved
+        ...     net, info = train_stopping(jax.random.key(1), mala(logpi, step_size=0.3), logpi,
+        ...                                logp0, x0, num_steps=20, pool_steps=5,
+        ...                                batch_size=32, width=8, depth=1)
+        >>> info.losses.shape, bool(info.nonfinite), bool(info.solver.converged), len(caught)
+        ((20,), False, False, 1)
         >>> float(net(jnp.zeros(2))) > 0.5, float(net(jnp.full(2, 10.0))) < 1e-30
         (True, True)
     """
@@ -544,6 +574,7 @@ def train_stopping(key: jax.Array, algorithm, logdensity_fn: Callable,
     batch_size = check_int("batch_size", batch_size, 1)
     learning_rate = check_number("learning_rate", learning_rate)
     flow_penalty = check_number("flow_penalty", flow_penalty, positive=False)
+    tolerance = check_number("tolerance", tolerance)
     if isinstance(log_z, bool) or not isinstance(log_z, int | float) or not np.isfinite(log_z):
         raise ValueError(f"log_z must be a finite real number, got {log_z!r}")
     if not isinstance(baseline, bool):
@@ -580,9 +611,11 @@ def train_stopping(key: jax.Array, algorithm, logdensity_fn: Callable,
             positions = jax.vmap(position_fn)(last)
     # optax schedules mix an int32 count with floats, which strict promotion refuses
     with jax.numpy_dtype_promotion("standard"):
-        return _train(key_train, net, pools, [alg.step for alg in algorithms], position_fn,
-                      logdensity_fn, init_logdensity_fn, optimizer, num_steps, batch_size,
-                      flow_penalty, progress)
+        net, info = _train(key_train, net, pools, [alg.step for alg in algorithms],
+                           position_fn, logdensity_fn, init_logdensity_fn, optimizer, num_steps,
+                           batch_size, flow_penalty, tolerance, progress)
+    warn_if_unsuccessful(info.solver, "train_stopping's fit of the Poisson equation")
+    return net, info
 
 
 class _LogRatio(eqx.Module):
@@ -613,7 +646,7 @@ def _visit_pool(key, algorithm, initial_positions, pool_steps):
 
 @eqx.filter_jit
 def _train(key, net, pools, base_steps, position_fn, logdensity_fn, init_logdensity_fn,
-           optimizer, num_steps, batch_size, flow_penalty, progress):
+           optimizer, num_steps, batch_size, flow_penalty, tolerance, progress):
     with jax.named_scope("train_stopping"):
         params, static = eqx.partition(net, eqx.is_inexact_array)
         positions = jax.vmap(position_fn)
@@ -634,25 +667,34 @@ def _train(key, net, pools, base_steps, position_fn, logdensity_fn, init_logdens
 
         def loss_fn(p, batches):
             trained = eqx.combine(p, static)
-            losses = [_poisson_td_loss(trained if num_levels == 1 else trained.at_level(level),
-                                       *batch, flow_penalty)
-                      for level, batch in enumerate(batches)]
-            return sum(losses) / num_levels
+            terms = [_poisson_td_loss(trained if num_levels == 1 else trained.at_level(level),
+                                      *batch, flow_penalty)
+                     for level, batch in enumerate(batches)]
+            return (sum(t[0] for t in terms) / num_levels,
+                    sum(t[1] for t in terms) / num_levels)
 
         def body(carry, xs):
             p, opt_state = carry
             step_index, k = xs
             batches = [level_batch(k_level, pool, base_step) for k_level, pool, base_step in
                        zip(jax.random.split(k, num_levels), pools, base_steps, strict=True)]
-            loss, grads = jax.value_and_grad(loss_fn)(p, batches)
+            (loss, residual), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, batches)
             updates, opt_state = optimizer.update(grads, opt_state, p)
             if progress is not None:
                 progress.report(step_index + 1, num_steps)
-            return (optax.apply_updates(p, updates), opt_state), loss
+            return (optax.apply_updates(p, updates), opt_state), (loss, residual)
 
         steps = (jnp.arange(num_steps, dtype=jnp.int32), jax.random.split(key, num_steps))
-        (params, _), losses = jax.lax.scan(body, (params, optimizer.init(params)), steps)
-        info = StoppingTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
+        (params, _), (losses, residuals) = jax.lax.scan(
+            body, (params, optimizer.init(params)), steps)
+        tail = residuals[-max(num_steps // 10, 1):]
+        residual = jnp.mean(tail)
+        nonfinite = ~jnp.all(jnp.isfinite(losses))
+        tolerance = jnp.asarray(tolerance, residual.dtype)
+        solver = SolverStats.of(jnp.asarray(num_steps, jnp.int32),
+                                converged=jnp.abs(residual) <= tolerance**2,
+                                nonfinite=nonfinite | ~jnp.isfinite(residual))
+        info = StoppingTrainInfo(losses, residual, solver, nonfinite)
         return eqx.combine(params, static), info
 
 
