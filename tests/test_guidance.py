@@ -591,3 +591,89 @@ def test_time_predictor_training_that_diverges_is_flagged_and_warned():
     assert bool(info.nonfinite)
     with pytest.warns(RuntimeWarning, match="not finite"):
         train(1e30)
+
+
+# ------------------------------------------------------------------- what models predict
+
+def _adapter_problem():
+    mixture = GaussianMixture(jnp.array([[1.0, 0.5, -0.5], [-1.0, 0.0, 0.8]]),
+                              jnp.array([0.4, 0.6]), jnp.array([0.3, 0.7]))
+    return mixture, jax.random.normal(jax.random.key(9), (64, 3), jnp.float64)
+
+
+def test_every_parametrisation_of_one_model_gives_the_same_samples(x64):
+    """ε, x̂₀, v and a flow-matching velocity of the same exact model, and the same model on
+    integer timesteps, give the samples of the ε path to float64 round-off; the velocity comes
+    from the flow path's own marginal (x_s = (1 − s)x₀ + sε), not from the VP formulas."""
+    mixture, x_T = _adapter_problem()
+    schedule = guidance.VPSchedule("linear")     # float64 leaves (built under x64)
+    noised = guidance.NoisedMixture(mixture, schedule)
+
+    def alpha(t):
+        return schedule.alpha_bar(t)
+
+    def x0_model(x, t):
+        return kernels.tweedie(x, noised(x, t), alpha(t))
+
+    def v_model(x, t):
+        return jnp.sqrt(alpha(t)) * noised(x, t) - jnp.sqrt(1 - alpha(t)) * x0_model(x, t)
+
+    def velocity_model(x, s):
+        # E[ε − x₀ | x_s] = (E[ε | x_s] − x_s)/(1 − s), with E[ε | x_s] = −s·∇log p_s(x_s)
+        def log_density(y):
+            covs = (1 - s) ** 2 * mixture.covs + s ** 2 * jnp.eye(3)[None]
+            comps = jax.vmap(lambda m, c: jax.scipy.stats.multivariate_normal.logpdf(
+                y, (1 - s) * m, c))(mixture.means, covs)
+            return jax.nn.logsumexp(comps + jnp.log(mixture.weights))
+        eps = -s * jax.grad(log_density)(x)
+        return (eps - x) / (1 - s)
+
+    def run(model, **kwargs):
+        return guidance.sample(jax.random.key(3), model, schedule, x_T, num_steps=NUM_STEPS,
+                               solver=guidance.DDIM(eta=0.5), **kwargs)
+
+    base, _ = run(noised)
+    for model, prediction in ((x0_model, "x0"), (v_model, "v"), (velocity_model, "velocity")):
+        x0, info = run(model, prediction=prediction)
+        assert not bool(info.nonfinite.any())
+        np.testing.assert_allclose(x0, base, rtol=1e-9, atol=1e-9, err_msg=prediction)
+
+    # integer timesteps 0..T-1 of a table schedule: index t·T − 1 is the node of t
+    steps = 100
+    table = guidance.VPSchedule("table", alpha_bar=schedule.alpha_bar(
+        jnp.arange(1, steps + 1, dtype=jnp.float64) / steps))
+    on_table = guidance.NoisedMixture(mixture, table)
+
+    def integer_model(x, j):
+        assert j.dtype == jnp.int32
+        return on_table(x, (j + 1).astype(x.dtype) / steps)
+
+    reference, _ = guidance.sample(jax.random.key(3), on_table, table, x_T, num_steps=NUM_STEPS)
+    x0, _ = guidance.sample(jax.random.key(3), integer_model, table, x_T, num_steps=NUM_STEPS,
+                            timesteps=steps)
+    np.testing.assert_allclose(x0, reference, rtol=1e-9, atol=1e-9)
+    with pytest.raises(ValueError, match="num_steps must divide timesteps"):
+        guidance.sample(jax.random.key(3), integer_model, table, x_T, num_steps=30,
+                        timesteps=steps)
+
+
+def test_a_time_predictor_on_T_classes_guides_as_the_grid_one(x64):
+    """TAG with the Bayes classifier over 100 training times, seen on a 20-step grid, equals TAG
+    with the Bayes classifier of the grid itself (the posterior of a sub-grid is the softmax of
+    the same logits restricted to it)."""
+    mixture, x_T = _adapter_problem()
+    schedule = guidance.VPSchedule("linear")     # float64 leaves (built under x64)
+    noised = guidance.NoisedMixture(mixture, schedule)
+    adapted = guidance.GridTimePredictor(noised.time_predictor(kernels.time_grid(100)), 100,
+                                         NUM_STEPS)
+
+    def run(predictor):
+        return guidance.sample(jax.random.key(4), noised, schedule, x_T, num_steps=NUM_STEPS,
+                               guidance=guidance.TAG(predictor, 1.0))
+
+    x0, info = run(adapted)
+    exact, exact_info = run(noised.time_predictor(kernels.time_grid(NUM_STEPS)))
+    np.testing.assert_allclose(x0, exact, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(info.time_gap, exact_info.time_gap, rtol=1e-8, atol=1e-8)
+    with pytest.raises(ValueError, match="time_logits_fn"):   # 100 logits expected, 20 given
+        run(guidance.GridTimePredictor(noised.time_predictor(GRID), 100, NUM_STEPS))

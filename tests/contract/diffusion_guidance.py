@@ -90,6 +90,38 @@ def _time_predictor(dtype):
     return fn
 
 
+def _adapters(dtype):
+    """A v-prediction model on integer timesteps (a 6-entry table schedule) with TAG through a
+    6-class time predictor seen on the 3-step grid, and a flow-matching velocity model."""
+    prior, _, x_T = _setup(dtype)
+    steps = 6
+    table = guidance.VPSchedule("table", alpha_bar=prior.schedule.alpha_bar(
+        jnp.arange(1, steps + 1, dtype=dtype) / steps))
+    on_table = guidance.NoisedMixture(GaussianMixture(prior.means, jnp.array([0.1, 0.2],
+                                                                             dtype) ** 0.5),
+                                      table)
+
+    def v_model(x, j):
+        t = (j + 1).astype(x.dtype) / steps
+        a = table.alpha_bar(t)
+        eps = on_table(x, t)
+        return jnp.sqrt(a) * eps - jnp.sqrt(1 - a) * (x - jnp.sqrt(1 - a) * eps) / jnp.sqrt(a)
+
+    def velocity_model(x, s):   # the exact velocity E[ε − x₀ | x_s] of N(0, I) data
+        return (2 * s - 1) * x / ((1 - s) ** 2 + s ** 2)
+
+    def fn(key, omega=1.0):
+        k1, k2 = jax.random.split(key)
+        tag = guidance.TAG(guidance.GridTimePredictor(on_table.time_predictor(time_grid(steps)),
+                                                      steps, NUM_STEPS), omega)
+        return (guidance.sample(k1, v_model, table, x_T, num_steps=NUM_STEPS, prediction="v",
+                                timesteps=steps, guidance=tag),
+                guidance.sample(k2, velocity_model, prior.schedule, x_T, num_steps=NUM_STEPS,
+                                prediction="velocity"))
+
+    return fn
+
+
 def _call(solver=None, eps_fn=None, x_T=None, **kwargs):
     prior, schedule, default_x = _setup(jnp.float32)
     eps_fn = prior if eps_fn is None else eps_fn
@@ -173,6 +205,29 @@ ENTRIES = [
              "γ together (both traced), with SGD as the control's optimiser: Adam divides "
              "round-off-sized gradient components by their own size, so batched and single "
              "runs of it differ by more than round-off.",
+    ),
+    Entry(
+        name="diffusion.guidance/adapters",
+        module="jaxsample.diffusion.guidance",
+        build=lambda dtype: _adapters(dtype),
+        covers=("diffusion.guidance.sample",),
+        info=lambda outputs: tuple(info for _, info in outputs),
+        hyper=lambda dtype: _adapters(dtype),
+        hyper_values=(0.5, 2.0),
+        bad_inputs=(
+            BadInput(lambda: _call(prediction="score"), ValueError, "prediction"),
+            BadInput(lambda: _call(prediction="velocity", timesteps=4), ValueError, "timesteps"),
+            BadInput(lambda: _call(timesteps=3), ValueError, "num_steps must divide"),
+            BadInput(lambda: _call(timesteps=0), ValueError, "timesteps"),
+            BadInput(lambda: guidance.GridTimePredictor(_predictor(), np.array([0.5, 0.2]), 3),
+                     ValueError, "training_times"),
+            BadInput(lambda: guidance.GridTimePredictor(_predictor(), 5, 0), ValueError,
+                     "num_steps"),
+        ),
+        note="prediction='v' on integer timesteps (table schedule, T = 6, N = 3) with TAG "
+             "through GridTimePredictor (6 training classes on the 3-step grid), and "
+             "prediction='velocity' (the exact velocity of N(0, I) data): one program, a tuple "
+             "of two (samples, GuidanceInfo); hyper is TAG's ω",
     ),
     Entry(
         name="diffusion.guidance/time_predictor",

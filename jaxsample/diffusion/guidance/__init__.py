@@ -2,8 +2,10 @@
 guidance and invariance auditing by fiber sampling.
 
 One entry point, :func:`sample` ``(key, eps_fn, schedule, x_T, *, num_steps, solver=...,
-guidance=...) -> (x_0, info)``, over any user ε-predictor ``eps_fn(x, t)`` (one sample x, scalar
-time t ∈ (0, 1]) on a :class:`VPSchedule`, with one module per concept:
+guidance=...) -> (x_0, info)``, over any user model ``eps_fn(x, t)`` (one sample x, scalar
+time t ∈ (0, 1]) on a :class:`VPSchedule` that predicts ε, v, x₀ or a flow-matching velocity
+(``prediction=``), at continuous or integer timesteps (``timesteps=``), with one module per
+concept:
 
 * :mod:`~jaxsample.diffusion.guidance.terms` — the score-space guidance terms
   (:class:`ClassifierGuidance`, :class:`TAG`, :class:`DPSGuidance`) and the fiber loss
@@ -18,7 +20,8 @@ time t ∈ (0, 1]) on a :class:`VPSchedule`, with one module per concept:
   component classifier, Bayes time posterior and time-linked score of a
   :class:`jaxsample.targets.GaussianMixture`) and :class:`LinearFiberLaw` (the exact fiber law of
   a linear φ); :class:`TimePredictor` / :func:`train_time_predictor` learn a time classifier
-  with optax and :func:`time_posterior_kl` measures it against the exact one.
+  with optax and :func:`time_posterior_kl` measures it against the exact one;
+  :class:`GridTimePredictor` shows a classifier trained on T times on the sampler's grid.
 
 The samplers' time grid is :func:`jaxsample.kernels.guidance.time_grid`; a ring of Gaussians is
 :func:`jaxsample.datasets.ring_of_gaussians`.
@@ -37,6 +40,8 @@ from jaxsample.diffusion.guidance import solvers as solvers
 from jaxsample.diffusion.guidance import terms as terms
 from jaxsample.diffusion.guidance._engine import GuidanceInfo as GuidanceInfo
 from jaxsample.diffusion.guidance._engine import NDTMInfo as NDTMInfo
+from jaxsample.diffusion.guidance._models import PREDICTIONS as PREDICTIONS
+from jaxsample.diffusion.guidance._models import GridTimePredictor as GridTimePredictor
 from jaxsample.diffusion.guidance.sampler import sample as sample
 from jaxsample.diffusion.guidance.solvers import DDIM as DDIM
 from jaxsample.diffusion.guidance.solvers import DDPM as DDPM
@@ -56,12 +61,14 @@ __all__ = [
     "ClassifierGuidance",
     "DPSGuidance",
     "FiberCost",
+    "GridTimePredictor",
     "GuidanceInfo",
     "GuidanceStep",
     "GuidanceTerm",
     "LinearFiberLaw",
     "NDTMInfo",
     "NoisedMixture",
+    "PREDICTIONS",
     "TimePosteriorKLInfo",
     "TimePredictor",
     "TimePredictorTrainInfo",

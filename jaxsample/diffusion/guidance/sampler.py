@@ -23,6 +23,7 @@ from jaxsample._checks import (
 )
 from jaxsample.diffusion._vp import VPSchedule
 from jaxsample.diffusion.guidance._engine import Control, GuidanceInfo, NDTMInfo, run
+from jaxsample.diffusion.guidance._models import as_epsilon, check_model_options
 from jaxsample.diffusion.guidance._validate import check_scalar_fn
 from jaxsample.diffusion.guidance.solvers import (
     DDIM,
@@ -51,7 +52,8 @@ def _as_terms(guidance) -> tuple[GuidanceTerm, ...]:
     return tuple(terms)
 
 
-def _check_sampler(key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size):
+def _check_sampler(key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size, prediction,
+                   timesteps):
     key = check_key("key", key)
     check_callable("eps_fn", eps_fn)
     if not isinstance(schedule, VPSchedule):
@@ -60,6 +62,8 @@ def _check_sampler(key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size):
     if x_T.ndim < 2 or x_T.shape[0] < 1:
         raise ValueError(f"x_T must have shape (batch, ...) with batch >= 1, got {x_T.shape}")
     num_steps = check_int("num_steps", num_steps, 1)
+    prediction, timesteps = check_model_options(prediction, timesteps, num_steps)
+    eps_fn = as_epsilon(eps_fn, schedule, prediction, timesteps)
     chunk_size = check_chunk_size(chunk_size)
     terms = _as_terms(guidance)
     event, dtype = x_T.shape[1:], x_T.dtype
@@ -69,7 +73,7 @@ def _check_sampler(key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size):
     for term in terms:
         term.check(event, dtype, num_steps)
     _check_first_outputs(eps_fn, terms, x_T)
-    return key, x_T, num_steps, terms, chunk_size
+    return key, eps_fn, x_T, num_steps, terms, chunk_size
 
 
 def _check_first_outputs(eps_fn, terms, x_T):
@@ -166,7 +170,8 @@ def _ndtm_control(solver: NDTM, x_T) -> Control:
 
 
 def sample(key, eps_fn, schedule: VPSchedule, x_T, *, num_steps: int, solver=None,
-           guidance=None, chunk_size: int | None = None, progress=None
+           guidance=None, prediction: str = "epsilon", timesteps: int | None = None,
+           chunk_size: int | None = None, progress=None
            ) -> tuple[jax.Array, GuidanceInfo | NDTMInfo]:
     """Guided reverse VP diffusion from x_T at t = 1 to t = 0 in ``num_steps`` steps.
 
@@ -181,14 +186,25 @@ def sample(key, eps_fn, schedule: VPSchedule, x_T, *, num_steps: int, solver=Non
 
     Args:
         key: PRNG key (one noise draw per step, the same stream for every guidance and solver).
-        eps_fn: ``eps_fn(x, t) -> ε`` for one sample x (the shape of one row of ``x_T``) at a
-            scalar t ∈ (0, 1], dtype of ``x_T`` (a network, or a :class:`NoisedMixture`).
+        eps_fn: the model, ``eps_fn(x, t)`` for one sample x (the shape of one row of
+            ``x_T``) at a scalar t ∈ (0, 1], dtype of ``x_T`` (a network, or a
+            :class:`NoisedMixture`); it predicts ε unless ``prediction`` says otherwise.
         schedule: the :class:`VPSchedule` the predictor was trained with.
         x_T: ``(B, ...)`` starting states at t = 1 (N(0, I) draws for a standard run); their dtype
             is the working dtype.
         num_steps: N ≥ 1 diffusion steps.
         solver: :class:`DDIM` (default ``DDIM(eta=0.0)``), :class:`DDPM` or :class:`NDTM`.
         guidance: None, a term or a sequence of terms.
+        prediction: what the model predicts, converted once to ε inside the engine:
+            ``"epsilon"`` (default), ``"x0"`` (ε = (x − √ᾱ x̂₀)/σ), ``"v"`` (ε = σx + √ᾱ v) or
+            ``"velocity"``, a flow-matching velocity u(x_s, s) = ε − x₀ on x_s = (1 − s)x₀ + sε,
+            called at the same signal-to-noise ratio, s = σ/(√ᾱ + σ), x_s = x/(√ᾱ + σ), and
+            ε = x_s + (1 − s)u (for the opposite time convention pass
+            ``lambda x, s: -model(x, 1 - s)``).
+        timesteps: None (the model takes the continuous t), or T: the model was trained on
+            integer timesteps 0..T−1 (with a ``"table"`` schedule of its T cumulative
+            products) and is called at the int32 index t·T − 1; ``num_steps`` must divide T.
+            Not for ``"velocity"``.
         chunk_size: samples per block of the batch (None: the whole batch at once).
         progress: an optional meter (e.g. :class:`jaxsample.TextProgress`) reporting the
             diffusion steps from inside the compiled loop (NDTM runs long at bench sizes).
@@ -239,8 +255,8 @@ def sample(key, eps_fn, schedule: VPSchedule, x_T, *, num_steps: int, solver=Non
         >>> float(jnp.median(jnp.sqrt(info.final_cost))) < 0.2      # near the fiber
         True
     """
-    key, x_T, num_steps, terms, chunk_size = _check_sampler(key, eps_fn, schedule, x_T,
-                                                            num_steps, guidance, chunk_size)
+    key, eps_fn, x_T, num_steps, terms, chunk_size = _check_sampler(
+        key, eps_fn, schedule, x_T, num_steps, guidance, chunk_size, prediction, timesteps)
     progress = check_progress(progress)
     solver = DDIM() if solver is None else solver
     if isinstance(solver, DDIM | NDTM):
