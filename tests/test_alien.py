@@ -7,6 +7,7 @@ dtype/jit/vmap/bad-input checks live in the contract registry.
 
 import itertools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,12 +88,19 @@ def _plackett_luce_set_probs(log_q):
     return probs
 
 
+def _proposal(world, a=1.0, b=1.0):
+    """SIR's default proposal logits for the array form of ``world``."""
+    return alien._default_proposal(
+        alien._PairwiseCoherence(world.coherence_logits),
+        alien._CommunityAvailability(jax.nn.log_softmax(world.availability_logits, axis=-1)),
+        a, b, NUM_ATOMS, world.availability_logits.dtype)
+
+
 def test_gumbel_top_k_set_probabilities_are_exact():
     # the SIR weights need the proposal probability of a *set*: the library's log-space
     # Plackett–Luce sum over orders equals the brute force, and sums to 1 over all sets
     world = _world()
-    q = alien._default_proposal(world.coherence_logits,
-                                jax.nn.log_softmax(world.availability_logits, axis=-1), 1.0, 1.0)
+    q = _proposal(world)
     exact = _plackett_luce_set_probs(q)
     np.testing.assert_allclose(exact.sum(), 1.0, rtol=1e-12)
     log_p = q - jax.nn.logsumexp(q)
@@ -108,8 +116,7 @@ def test_sir_approaches_the_exact_law_within_its_budget():
     world = _world()
     a, b = 1.0, 1.0
     pi = np.exp(_log_target(world, a, b))
-    q = alien._default_proposal(world.coherence_logits,
-                                jax.nn.log_softmax(world.availability_logits, axis=-1), a, b)
+    q = _proposal(world, a, b)
     proposal = _plackett_luce_set_probs(q)
     rho = float(np.sum(pi**2 / proposal))
     num_runs, m = 2048, 256
@@ -168,3 +175,105 @@ def test_effective_vocabulary_limits_and_relabelling():
     relabel = jnp.asarray(np.random.default_rng(2).permutation(30))
     np.testing.assert_allclose(vocabulary(relabel[samples], num_atoms=30),
                                vocabulary(samples, num_atoms=30), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# learned models: batched callables and per-candidate scores
+
+
+class _Coherence(eqx.Module):
+    """A pairwise coherence model as a user would write it: ``(batch, L) -> (batch,)``."""
+
+    logits: jax.Array
+
+    def __call__(self, sets):
+        total = jnp.sum(self.logits[sets, sets], axis=-1)
+        for i, j in itertools.combinations(range(sets.shape[-1]), 2):
+            total = total + self.logits[sets[..., i], sets[..., j]]
+        return total
+
+
+class _Availability(eqx.Module):
+    """A mixture-of-communities availability model: ``log (1/K) Σ_c Π_i p_c(x_i)``."""
+
+    logits: jax.Array
+
+    def __call__(self, sets):
+        log_p = jax.nn.log_softmax(self.logits, axis=-1)
+        return jax.nn.logsumexp(jnp.sum(log_p[:, sets], axis=-1), axis=0) - jnp.log(
+            jnp.asarray(self.logits.shape[0], self.logits.dtype))
+
+
+def _assert_same_draws(left, right):
+    (x, info_x), (y, info_y) = left, right
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for name in ("log_target", "log_coherence", "log_availability", "log_normalizer", "ess"):
+        np.testing.assert_allclose(getattr(info_x, name), getattr(info_y, name), rtol=1e-5,
+                                   atol=1e-5, err_msg=name)
+    assert not bool(info_y.nonfinite)
+
+
+def test_callables_give_the_array_path_on_the_same_model():
+    world = _world()
+    coherence, availability = _Coherence(world.coherence_logits), _Availability(
+        world.availability_logits)
+    proposal = _proposal(world)
+    for method, extra in (("exact", {}), ("sir", dict(num_proposals=512,
+                                                      proposal_logits=proposal))):
+        settings = dict(num_samples=300, method=method, **extra)
+        arrays = choice.tilted_sample(jax.random.key(7), world.coherence_logits,
+                                      world.availability_logits, **settings)
+        callables = choice.tilted_sample(jax.random.key(7), log_coherence_fn=coherence,
+                                         log_availability_fn=availability, num_atoms=NUM_ATOMS,
+                                         **settings)
+        _assert_same_draws(arrays, callables)
+        mixed = choice.tilted_sample(jax.random.key(7), world.coherence_logits,
+                                     log_availability_fn=availability, **settings)
+        _assert_same_draws(arrays, mixed)
+    # chunked scoring calls the models on blocks of sets: the same draws
+    chunked = choice.tilted_sample(jax.random.key(7), log_coherence_fn=coherence,
+                                   log_availability_fn=availability, num_atoms=NUM_ATOMS,
+                                   num_samples=300, chunk_size=16)
+    _assert_same_draws(arrays := choice.tilted_sample(
+        jax.random.key(7), world.coherence_logits, world.availability_logits, num_samples=300),
+        chunked)
+    # a Module's weights are traced: one compilation serves two models under jit
+    draw = jax.jit(lambda key, model: choice.tilted_sample(
+        key, world.coherence_logits, log_availability_fn=model, num_samples=300))
+    _assert_same_draws(arrays, draw(jax.random.key(7), availability))
+    other = _Availability(world.availability_logits * 0.5)
+    expected = choice.tilted_sample(jax.random.key(7), world.coherence_logits,
+                                    world.availability_logits * 0.5, num_samples=300)
+    _assert_same_draws(expected, draw(jax.random.key(7), other))
+    assert draw._cache_size() == 1
+
+
+def test_per_candidate_scores_in_enumeration_order_give_the_exact_path():
+    world = _world()
+    colex = SETS[np.lexsort(SETS.T)]  # the enumeration's (colex) order: last atom slowest
+    coherence, availability = _Coherence(world.coherence_logits), _Availability(
+        world.availability_logits)
+    candidates = jnp.asarray(colex, jnp.int32)
+    scores = dict(log_coherence=coherence(candidates), log_availability=availability(candidates))
+    arrays = choice.tilted_sample(jax.random.key(8), world.coherence_logits,
+                                  world.availability_logits, num_samples=500, a=2.0, b=0.5)
+    given = choice.tilted_sample(jax.random.key(8), candidates=candidates, num_samples=500,
+                                 a=2.0, b=0.5, **scores)
+    _assert_same_draws(arrays, given)
+    # one term per candidate, the other from its model on the candidates
+    mixed = choice.tilted_sample(jax.random.key(8), candidates=candidates, num_samples=500,
+                                 a=2.0, b=0.5, log_coherence=scores["log_coherence"],
+                                 log_availability_fn=availability)
+    _assert_same_draws(arrays, mixed)
+    # a subset of candidates: the law restricted to it
+    subset = candidates[::4]
+    x, info = choice.tilted_sample(jax.random.key(9), world.coherence_logits,
+                                   world.availability_logits, candidates=subset,
+                                   num_samples=4000)
+    log_pi = _log_target(world, 1.0, 1.0)
+    index = _set_index(np.asarray(subset))
+    restricted = np.exp(log_pi[index] - scipy.special.logsumexp(log_pi[index]))
+    lookup = {tuple(s): i for i, s in enumerate(np.asarray(subset).tolist())}
+    counts = np.bincount([lookup[tuple(s)] for s in np.asarray(x).tolist()],
+                         minlength=len(index))
+    assert chisquare_pvalue(counts, restricted) > P_VALUE

@@ -39,14 +39,17 @@ import itertools
 import math
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxsample._checks import (
     check_array,
+    check_callable,
     check_choice,
     check_chunk_size,
+    check_fn_output,
     check_hyperparameter,
     check_int,
     check_key,
@@ -132,11 +135,59 @@ def _log_availability(log_community_probs, atoms):
     return jax.nn.logsumexp(per_community, axis=0) - math.log(num_communities)
 
 
-def _tilted_scores(coherence_logits, log_community_probs, atoms, a, b):
-    coherence = _unary_and_pairs(coherence_logits, atoms)
-    availability = _log_availability(log_community_probs, atoms)
-    # a = 0 or b = 0 drops a term exactly (0·finite = 0; logits were checked finite)
-    return a * coherence - b * availability
+class _PairwiseCoherence(eqx.Module):
+    """``log p̃_coh(x) = Σ_i C_{x_i x_i} + Σ_{i<j} C_{x_i x_j}`` from ``(V, V)`` or ``(V,)``
+    logits."""
+
+    logits: jax.Array
+
+    def __call__(self, atoms):
+        return _unary_and_pairs(self.logits, atoms)
+
+    def unary(self, num_atoms, dtype):
+        return self.logits if self.logits.ndim == 1 else jnp.diagonal(self.logits)
+
+
+class _CommunityAvailability(eqx.Module):
+    """``log A(x) = log (1/K) Σ_c Π_i softmax(U_c)_{x_i}`` from ``(K, V)`` logits."""
+
+    log_probs: jax.Array
+
+    def __call__(self, atoms):
+        return _log_availability(self.log_probs, atoms)
+
+    def unary(self, num_atoms, dtype):
+        return jax.nn.logsumexp(self.log_probs, axis=0) - math.log(self.log_probs.shape[0])
+
+
+class _SetFunction(eqx.Module):
+    """A user's batched score ``fn(sets) -> (batch,)`` on ``(batch, L)`` atom sets. An equinox
+    Module (or its method) keeps its weights as traced leaves; a plain function is static."""
+
+    fn: object
+
+    def __call__(self, atoms):
+        return self.fn(atoms)
+
+    def unary(self, num_atoms, dtype):
+        return jnp.zeros((num_atoms,), dtype)  # no per-atom part: uniform in the proposal
+
+
+class _CandidateScores(eqx.Module):
+    """Per-candidate scores ``(M,)`` of the given candidate sets."""
+
+    scores: jax.Array
+
+
+def _candidate_scores(term, candidates, chunk_size):
+    if isinstance(term, _CandidateScores):
+        return term.scores
+    return chunking.map_rows(term, candidates, chunk_size=chunk_size)
+
+
+def _tilted_scores(coherence, availability, atoms, a, b):
+    # a = 0 or b = 0 drops a term exactly (0·finite = 0; the scores were checked finite)
+    return a * coherence(atoms) - b * availability(atoms)
 
 
 def _binomial_tables(num_atoms, size):
@@ -178,15 +229,12 @@ def _log_set_proposal(log_p, atoms):
     return jax.nn.logsumexp(jnp.stack(terms), axis=0)
 
 
-def _exact(key, coherence_logits, log_community_probs, a, b, *, num_samples, size,
-           chunk_size):
-    num_atoms = log_community_probs.shape[1]
+def _exact(key, coherence, availability, a, b, *, num_samples, size, num_atoms, chunk_size):
     tables = jnp.asarray(_binomial_tables(num_atoms, size))
     num_sets = math.comb(num_atoms, size)
 
     def block_scores(ranks):
-        return _tilted_scores(coherence_logits, log_community_probs, _unrank(ranks, tables),
-                              a, b)
+        return _tilted_scores(coherence, availability, _unrank(ranks, tables), a, b)
 
     scores = chunking.map_rows(block_scores, jnp.arange(num_sets, dtype=jnp.int32),
                                chunk_size=chunk_size)
@@ -195,39 +243,51 @@ def _exact(key, coherence_logits, log_community_probs, a, b, *, num_samples, siz
     samples = _unrank(picks, tables)
     ess = jnp.asarray(num_samples, scores.dtype)
     nonfinite = ~(jnp.all(jnp.isfinite(scores)) & jnp.isfinite(log_normalizer))
-    return samples, _draws_info(coherence_logits, log_community_probs, samples, scores[picks],
+    return samples, _draws_info(coherence, availability, samples, scores[picks],
                                 log_normalizer, ess, nonfinite)
 
 
-def _draws_info(coherence_logits, log_community_probs, samples, log_target, log_normalizer,
-                ess, nonfinite):
-    """The Info of ``(n, L)`` draws: both model terms rescored on the draws (``O(n·(K + L²))``,
-    cheaper than carrying them through the enumeration or the proposals)."""
-    return TiltedInfo(log_target, _unary_and_pairs(coherence_logits, samples),
-                      _log_availability(log_community_probs, samples), log_normalizer, ess,
+def _from_candidates(key, coherence, availability, a, b, candidates, *, num_samples,
+                     chunk_size):
+    """The exact law restricted to the given candidate sets (their scores given or computed)."""
+    log_coherence = _candidate_scores(coherence, candidates, chunk_size)
+    log_availability = _candidate_scores(availability, candidates, chunk_size)
+    scores = a * log_coherence - b * log_availability
+    log_normalizer = jax.nn.logsumexp(scores)
+    picks = resampling.categorical(key, scores, num_samples)
+    nonfinite = ~(jnp.all(jnp.isfinite(scores)) & jnp.isfinite(log_normalizer))
+    return candidates[picks], TiltedInfo(scores[picks], log_coherence[picks],
+                                         log_availability[picks], log_normalizer,
+                                         jnp.asarray(num_samples, scores.dtype), nonfinite)
+
+
+def _draws_info(coherence, availability, samples, log_target, log_normalizer, ess, nonfinite):
+    """The Info of ``(n, L)`` draws: both model terms rescored on the draws (``O(n)`` calls'
+    worth, cheaper than carrying them through the enumeration or the proposals)."""
+    log_coherence, log_availability = coherence(samples), availability(samples)
+    nonfinite = nonfinite | ~(jnp.all(jnp.isfinite(log_coherence))
+                              & jnp.all(jnp.isfinite(log_availability)))
+    return TiltedInfo(log_target, log_coherence, log_availability, log_normalizer, ess,
                       nonfinite)
 
 
-def _default_proposal(coherence_logits, log_community_probs, a, b):
-    """``q_v = a·C_vv − b·log mean_c p_c(v)``: the tilt of the unary parts."""
-    unary = coherence_logits if coherence_logits.ndim == 1 else jnp.diagonal(coherence_logits)
-    num_communities = log_community_probs.shape[0]
-    unary_availability = jax.nn.logsumexp(log_community_probs, axis=0) - math.log(
-        num_communities)
-    return a * unary - b * unary_availability
+def _default_proposal(coherence, availability, a, b, num_atoms, dtype):
+    """``q_v = a·C_vv − b·log mean_c p_c(v)``: the tilt of the unary parts (0 for a callable
+    term, which has none)."""
+    return a * coherence.unary(num_atoms, dtype) - b * availability.unary(num_atoms, dtype)
 
 
-def _sir(key, coherence_logits, log_community_probs, a, b, proposal_logits, *, num_samples,
-         size, num_proposals, chunk_size):
+def _sir(key, coherence, availability, a, b, proposal_logits, *, num_samples, size, num_atoms,
+         num_proposals, chunk_size, dtype):
     key_propose, key_resample = jax.random.split(key)
     if proposal_logits is None:
-        proposal_logits = _default_proposal(coherence_logits, log_community_probs, a, b)
+        proposal_logits = _default_proposal(coherence, availability, a, b, num_atoms, dtype)
     log_p = logspace.log_normalize(proposal_logits)
 
     def block(keys):
         noise = jax.vmap(lambda k: jax.random.gumbel(k, log_p.shape, log_p.dtype))(keys)
         atoms = jnp.sort(jax.lax.top_k(log_p[None, :] + noise, size)[1], axis=-1).astype(jnp.int32)
-        scores = _tilted_scores(coherence_logits, log_community_probs, atoms, a, b)
+        scores = _tilted_scores(coherence, availability, atoms, a, b)
         return atoms, scores, scores - _log_set_proposal(log_p, atoms)
 
     keys = jax.random.split(key_propose, num_proposals)
@@ -237,33 +297,89 @@ def _sir(key, coherence_logits, log_community_probs, a, b, proposal_logits, *, n
     ess = jnp.exp(logspace.log_ess(log_weights))
     nonfinite = ~(jnp.all(jnp.isfinite(log_weights)) & jnp.isfinite(log_normalizer))
     samples = atoms[picks]
-    return samples, _draws_info(coherence_logits, log_community_probs, samples, scores[picks],
+    return samples, _draws_info(coherence, availability, samples, scores[picks],
                                 log_normalizer, ess, nonfinite)
 
 
-@functools.partial(jax.jit, static_argnames=("method", "num_samples", "size", "num_proposals",
-                                             "chunk_size"))
-def _tilted_sample(key, coherence_logits, availability_logits, a, b, proposal_logits, *,
-                   method, num_samples, size, num_proposals, chunk_size):
+@eqx.filter_jit
+def _tilted_sample(key, coherence, availability, a, b, proposal_logits, candidates, *,
+                   method, num_samples, size, num_atoms, num_proposals, chunk_size, dtype):
+    # filter_jit: arrays (the model arrays, a user Module's weights, a, b) are traced; the
+    # counts, the method and plain user functions are static
     with jax.named_scope(f"tilted_sample_{method}"):
-        dtype = availability_logits.dtype
         a, b = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
-        log_community_probs = jax.nn.log_softmax(availability_logits, axis=-1)
+        if candidates is not None:
+            return _from_candidates(key, coherence, availability, a, b, candidates,
+                                    num_samples=num_samples, chunk_size=chunk_size)
         if method == "exact":
-            return _exact(key, coherence_logits, log_community_probs, a, b,
-                          num_samples=num_samples, size=size, chunk_size=chunk_size)
-        return _sir(key, coherence_logits, log_community_probs, a, b, proposal_logits,
-                    num_samples=num_samples, size=size, num_proposals=num_proposals,
-                    chunk_size=chunk_size)
+            return _exact(key, coherence, availability, a, b, num_samples=num_samples,
+                          size=size, num_atoms=num_atoms, chunk_size=chunk_size)
+        return _sir(key, coherence, availability, a, b, proposal_logits,
+                    num_samples=num_samples, size=size, num_atoms=num_atoms,
+                    num_proposals=num_proposals, chunk_size=chunk_size, dtype=dtype)
 
 
-def tilted_sample(key, coherence_logits, availability_logits, *, num_samples: int, a=1.0,
-                  b=1.0, method: str = "exact", num_proposals: int | None = None,
-                  size: int = 3, proposal_logits=None, chunk_size: int | None = None
+def _one_of(term, **given):
+    named = [name for name, value in given.items() if value is not None]
+    if len(named) != 1:
+        options = ", ".join(given)
+        got = ", ".join(named) if named else "none"
+        raise ValueError(f"the {term} term: give exactly one of {options}; got {got}")
+    return named[0]
+
+
+def _example_sets(size, num_atoms, candidates):
+    """Two sets on which a user's callable is probed eagerly."""
+    if candidates is not None and is_concrete(candidates):
+        rows = np.asarray(candidates)[:2]
+        return rows if rows.shape[0] == 2 else np.concatenate([rows, rows])[:2]
+    first = np.arange(size)
+    second = first.copy()
+    if num_atoms is not None and num_atoms > size:
+        second[-1] = size  # the next set in colex order
+    return np.stack([first, second]).astype(np.int32)
+
+
+def _check_set_fn(name, fn, size, dtype, examples):
+    """A batched callable on ``(batch, size)`` int32 atom sets returning ``(batch,)`` floating
+    log-scores of ``dtype`` (when fixed by the arrays), finite on ``examples`` when concrete."""
+    check_callable(name, fn)
+    out = check_fn_output(name, fn, jax.ShapeDtypeStruct((2, size), jnp.int32), (2,),
+                          kind="floating", dtype=dtype)
+    value = fn(jnp.asarray(examples, jnp.int32))
+    if is_concrete(value) and not np.all(np.isfinite(np.asarray(value))):
+        raise ValueError(f"{name} must return finite log-scores on (batch, {size}) atom sets, "
+                         f"got {np.asarray(value).tolist()} on the sets {examples.tolist()}")
+    return out.dtype
+
+
+def tilted_sample(key, coherence_logits=None, availability_logits=None, *, num_samples: int,
+                  a=1.0, b=1.0, method: str = "exact", num_proposals: int | None = None,
+                  size: int | None = None, proposal_logits=None, chunk_size: int | None = None,
+                  log_coherence_fn=None, log_availability_fn=None, num_atoms: int | None = None,
+                  candidates=None, log_coherence=None, log_availability=None
                   ) -> tuple[jax.Array, TiltedInfo]:
     """Draws sets of ``size`` distinct atoms from ``π_{a,b} ∝ p_coh^a · A^{−b}``.
 
-    See the module docstring for the model, the exact and SIR samplers and the SIR budget.
+    See the module docstring for the model, the exact and SIR samplers and the SIR budget. Each
+    of the two terms comes in one of three forms:
+
+    * **arrays** (the shorthand): ``coherence_logits`` (pairwise logits, ``log p̃_coh`` their
+      sum over the set's pairs) and ``availability_logits`` (community logits, ``log A`` the
+      mixture of the communities' products);
+    * **batched callables** on ``(batch, L)`` int32 atom sets returning ``(batch,)`` log-scores:
+      ``log_coherence_fn(sets) = log p̃_coh`` and ``log_availability_fn(sets) = log A``, e.g.
+      learned models. Both samplers call them on blocks of sets (``chunk_size`` at a time, all at
+      once by default). Pass an ``equinox.Module`` (or its method) so that its weights are
+      traced, not baked into the compilation; ``num_atoms`` gives ``V`` when no array does;
+    * **per-candidate scores**: ``candidates`` ``(M, L)`` sets with ``log_coherence`` and/or
+      ``log_availability`` ``(M,)`` arrays (a term not given per candidate is computed on the
+      candidates from its array or callable). The law is then ``π`` restricted to the
+      candidates, drawn exactly (``method="exact"`` only).
+
+    The forms mix (a learned coherence model with community logits, say). With a callable
+    term SIR's default proposal has no per-atom part for it (uniform in that term): pass
+    ``proposal_logits`` (a model's per-atom scores, say) when the law is far from uniform.
 
     Args:
         key: PRNG key.
@@ -273,17 +389,27 @@ def tilted_sample(key, coherence_logits, availability_logits, *, num_samples: in
             the atoms a community uses); finite.
         num_samples: draws ``n`` (with replacement).
         a, b: coherence and availability exponents, ``>= 0``; traced.
-        method: ``"exact"`` (enumerate the ``C(V, size)`` sets) or ``"sir"``.
+        method: ``"exact"`` (enumerate the ``C(V, size)`` sets, or the candidates) or ``"sir"``.
         num_proposals: SIR proposals ``m`` (default ``max(64·n, 4096)``).
-        size: atoms per set ``L`` (``"sir"`` sums over ``L!`` orders: keep ``L`` small).
+        size: atoms per set ``L`` (default 3, or the candidates' width; ``"sir"`` sums over
+            ``L!`` orders: keep ``L`` small).
         proposal_logits: ``(V,)`` SIR proposal logits ``q``; default the tilt of the per-atom
-            parts, ``a·C_vv − b·log mean_c softmax(U_c)_v``.
-        chunk_size: sets (``"exact"``) or proposals (``"sir"``) scored at a time; ``None``:
-            all at once (``"sir"`` holds an ``(m, V)`` Gumbel array: chunk it for large ``V``).
+            parts, ``a·C_vv − b·log mean_c softmax(U_c)_v`` (0 for a callable term).
+        chunk_size: sets (``"exact"``, candidates) or proposals (``"sir"``) scored at a time;
+            ``None``: all at once (``"sir"`` holds an ``(m, V)`` Gumbel array: chunk it for
+            large ``V``).
+        log_coherence_fn: batched callable ``(batch, L) int32 -> (batch,)`` floating
+            ``log p̃_coh``, instead of ``coherence_logits``; its output is checked eagerly
+            (shape, dtype, finite on two sets).
+        log_availability_fn: the same for ``log A``, instead of ``availability_logits``.
+        num_atoms: the vocabulary ``V`` when no logits array gives it (callables only).
+        candidates: ``(M, L)`` int atom sets to draw from instead of all ``C(V, L)`` sets.
+        log_coherence: ``(M,)`` finite ``log p̃_coh`` of each candidate.
+        log_availability: ``(M,)`` finite ``log A`` of each candidate.
 
     Returns:
-        ``(samples, info)``: ``(n, size)`` int32 atoms (ascending in each set) and a
-        :class:`TiltedInfo`.
+        ``(samples, info)``: ``(n, size)`` int32 atoms (ascending in each set; a candidate as
+        given) and a :class:`TiltedInfo`.
 
     Example:
         >>> import jax
@@ -293,23 +419,110 @@ def tilted_sample(key, coherence_logits, availability_logits, *, num_samples: in
         ...                         world.availability_logits, num_samples=5)
         >>> x.shape, bool(info.nonfinite), info.log_availability.shape
         ((5, 3), False, (5,))
+
+        A learned availability model (here a small equinox Module of community logits) in
+        place of the array gives the same draws:
+
+        >>> import equinox as eqx, jax.numpy as jnp
+        >>> class Availability(eqx.Module):
+        ...     logits: jax.Array
+        ...     def __call__(self, sets):                     # (batch, L) -> (batch,)
+        ...         log_p = jax.nn.log_softmax(self.logits, axis=-1)[:, sets].sum(-1)
+        ...         return jax.nn.logsumexp(log_p, axis=0) - jnp.log(self.logits.shape[0])
+        >>> y, _ = tilted_sample(jax.random.key(1), world.coherence_logits, num_samples=5,
+        ...                      log_availability_fn=Availability(world.availability_logits))
+        >>> bool((x == y).all())
+        True
     """
     key = check_key("key", key)
-    availability = check_array("availability_logits", availability_logits, ndim=2, finite=True)
-    num_atoms = availability.shape[1]
-    coherence = check_array("coherence_logits", coherence_logits, dtype=availability.dtype,
-                            finite=True)
-    if coherence.shape not in ((num_atoms,), (num_atoms, num_atoms)):
-        raise ValueError(f"coherence_logits must have shape ({num_atoms}, {num_atoms}) or "
-                         f"({num_atoms},) to match availability_logits' {num_atoms} atoms, "
-                         f"got {coherence.shape}")
+    method = check_choice("method", method, ("exact", "sir"))
+    coherence_form = _one_of("coherence", coherence_logits=coherence_logits,
+                             log_coherence_fn=log_coherence_fn, log_coherence=log_coherence)
+    availability_form = _one_of("availability", availability_logits=availability_logits,
+                                log_availability_fn=log_availability_fn,
+                                log_availability=log_availability)
+    for form in (coherence_form, availability_form):
+        if form in ("log_coherence", "log_availability") and candidates is None:
+            raise ValueError(f"{form} holds per-candidate scores: pass the candidate sets as "
+                             "candidates=(M, size) int atoms")
+    if candidates is not None and method == "sir":
+        raise ValueError("candidates are drawn from exactly (method='exact'); method='sir' "
+                         "proposes new sets: leave candidates out")
     num_samples = check_int("num_samples", num_samples, 1)
-    size = check_int("size", size, 1, num_atoms)
     a = check_hyperparameter("a", a, positive=False)
     b = check_hyperparameter("b", b, positive=False)
-    method = check_choice("method", method, ("exact", "sir"))
     chunk_size = check_chunk_size(chunk_size)
-    if method == "exact":
+
+    # the arrays fix the dtype and the vocabulary
+    dtype = None
+    availability = coherence = None
+    if availability_logits is not None:
+        availability_logits = check_array("availability_logits", availability_logits, ndim=2,
+                                          finite=True)
+        dtype = availability_logits.dtype
+        given_atoms = availability_logits.shape[1]
+        if num_atoms is not None and check_int("num_atoms", num_atoms, 1) != given_atoms:
+            raise ValueError(f"num_atoms must match availability_logits' {given_atoms} atoms, "
+                             f"got {num_atoms}")
+        num_atoms = given_atoms
+    if coherence_logits is not None:
+        coherence_logits = check_array("coherence_logits", coherence_logits, dtype=dtype,
+                                       finite=True)
+        dtype = coherence_logits.dtype
+        if num_atoms is None:
+            num_atoms = coherence_logits.shape[-1]
+        if coherence_logits.shape not in ((num_atoms,), (num_atoms, num_atoms)):
+            raise ValueError(f"coherence_logits must have shape ({num_atoms}, {num_atoms}) or "
+                             f"({num_atoms},) to match availability_logits' {num_atoms} atoms, "
+                             f"got {coherence_logits.shape}")
+    if candidates is not None:
+        candidates = check_array("candidates", candidates, ndim=2, kind="integer",
+                                 min_rows=1).astype(jnp.int32)
+        if size is not None and check_int("size", size, 1) != candidates.shape[1]:
+            raise ValueError(f"size must match the candidates' width {candidates.shape[1]}, "
+                             f"got {size}")
+        size = candidates.shape[1]
+        if is_concrete(candidates):
+            values = np.asarray(candidates)
+            top = num_atoms if num_atoms is not None else np.iinfo(np.int32).max
+            if values.min() < 0 or values.max() >= top:
+                raise ValueError(f"candidates must be atoms in [0, {top}), got values in "
+                                 f"[{values.min()}, {values.max()}]")
+        for name, scores in (("log_coherence", log_coherence),
+                             ("log_availability", log_availability)):
+            if scores is not None:
+                scores = check_array(name, scores, shape=(candidates.shape[0],), dtype=dtype,
+                                     finite=True)
+                dtype = scores.dtype
+                if name == "log_coherence":
+                    log_coherence = scores
+                else:
+                    log_availability = scores
+    else:
+        if num_atoms is None:
+            raise ValueError("num_atoms must be given when no coherence_logits or "
+                             "availability_logits fixes the vocabulary (callables only)")
+        num_atoms = check_int("num_atoms", num_atoms, 1)
+        size = check_int("size", 3 if size is None else size, 1, num_atoms)
+    examples = _example_sets(size, num_atoms, candidates)
+    for name, fn in (("log_coherence_fn", log_coherence_fn),
+                     ("log_availability_fn", log_availability_fn)):
+        if fn is not None:
+            dtype = _check_set_fn(name, fn, size, dtype, examples)
+    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+
+    coherence = {"coherence_logits": lambda: _PairwiseCoherence(coherence_logits),
+                 "log_coherence_fn": lambda: _SetFunction(log_coherence_fn),
+                 "log_coherence": lambda: _CandidateScores(log_coherence)}[coherence_form]()
+    availability = {
+        "availability_logits": lambda: _CommunityAvailability(
+            jax.nn.log_softmax(availability_logits, axis=-1)),
+        "log_availability_fn": lambda: _SetFunction(log_availability_fn),
+        "log_availability": lambda: _CandidateScores(log_availability)}[availability_form]()
+
+    if candidates is not None:
+        num_proposals = proposal_logits = None
+    elif method == "exact":
         if math.comb(num_atoms, size) > _MAX_ENUMERATED:
             raise ValueError(f"method='exact' enumerates C({num_atoms}, {size}) = "
                              f"{math.comb(num_atoms, size):.3g} sets, more than 2³¹ − 1; use "
@@ -326,12 +539,11 @@ def tilted_sample(key, coherence_logits, availability_logits, *, num_samples: in
         num_proposals = check_int("num_proposals", num_proposals, 1)
         if proposal_logits is not None:
             proposal_logits = check_array("proposal_logits", proposal_logits,
-                                          shape=(num_atoms,), dtype=availability.dtype,
-                                          finite=True)
-    return _tilted_sample(key, coherence, availability, a, b, proposal_logits, method=method,
-                          num_samples=num_samples, size=size, num_proposals=num_proposals,
-                          chunk_size=chunk_size)
-
+                                          shape=(num_atoms,), dtype=dtype, finite=True)
+    return _tilted_sample(key, coherence, availability, jnp.asarray(a, dtype),
+                          jnp.asarray(b, dtype), proposal_logits, candidates, method=method,
+                          num_samples=num_samples, size=size, num_atoms=num_atoms,
+                          num_proposals=num_proposals, chunk_size=chunk_size, dtype=dtype)
 
 def reciprocal_rank_fusion(*rankings, k=60.0) -> tuple[jax.Array, RRFInfo]:
     """Fuses score lists by reciprocal rank: ``RRF(x) = Σ_l 1/(k + r_l(x))``.

@@ -2,7 +2,9 @@
 closed-form summaries (effective vocabulary, reciprocal rank fusion) in one program."""
 
 import functools
+import itertools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,6 +48,57 @@ def _exact(infinite=False, atoms=9, **kwargs):
     return choice.tilted_sample(KEY, coherence, availability[:, :atoms],
                                 num_samples=4,
                                 **kwargs)
+
+
+class _Coherence(eqx.Module):
+    """A learned pairwise coherence model on ``(batch, L)`` sets (its weights traced)."""
+
+    logits: jax.Array
+
+    def __call__(self, sets):
+        total = jnp.sum(self.logits[sets, sets], axis=-1)
+        for i, j in itertools.combinations(range(sets.shape[-1]), 2):
+            total = total + self.logits[sets[..., i], sets[..., j]]
+        return total
+
+
+class _Availability(eqx.Module):
+    """A learned mixture-of-communities availability model on ``(batch, L)`` sets."""
+
+    logits: jax.Array
+
+    def __call__(self, sets):
+        log_p = jax.nn.log_softmax(self.logits, axis=-1)
+        return jax.nn.logsumexp(jnp.sum(log_p[:, sets], axis=-1), axis=0) - jnp.log(
+            jnp.asarray(self.logits.shape[0], self.logits.dtype))
+
+
+def _models(dtype):
+    coherence, availability = _inputs(dtype)
+    return _Coherence(coherence), _Availability(availability)
+
+
+def _callables(dtype):
+    coherence, availability = _models(dtype)
+    return lambda key: choice.tilted_sample(key, log_coherence_fn=coherence,
+                                            log_availability_fn=availability, num_atoms=9,
+                                            num_samples=64)
+
+
+def _callables_hyper(dtype):
+    coherence, availability = _models(dtype)
+    return lambda key, b: choice.tilted_sample(key, log_coherence_fn=coherence,
+                                               log_availability_fn=availability, num_atoms=9,
+                                               num_samples=64, b=b)
+
+
+def _with_fn(**kwargs):
+    coherence, availability = _world()
+    return choice.tilted_sample(KEY, coherence, num_samples=4, **kwargs)
+
+
+def _finite_at(sets):
+    return jnp.zeros(sets.shape[0])
 
 
 # 5 draws of 3 atoms out of 9; two rankings of 6 items
@@ -101,6 +154,45 @@ ENTRIES = [
              "and draw count of tests/test_alien.py, so compilations are shared); the "
              "traced hyper-parameter is b (0 is coherence sampling). The SIR path's vmap over "
              "keys runs in tests/test_alien.py",
+    ),
+    Entry(
+        name="choice.alien/callables",
+        module="jaxsample.choice.alien",
+        build=_callables,
+        covers=("choice.tilted_sample",),
+        hyper=_callables_hyper,
+        hyper_values=(0.0, 1.0),
+        rtol=1e-4,
+        bad_inputs=(
+            BadInput(lambda: _with_fn(log_availability_fn=lambda sets: jnp.zeros((3,))),
+                     ValueError, "log_availability_fn must map input of shape"),
+            BadInput(lambda: _with_fn(log_availability_fn=lambda sets: jnp.full(
+                sets.shape[0], jnp.inf)), ValueError, "log_availability_fn must return finite"),
+            BadInput(lambda: _with_fn(log_availability_fn=lambda sets: sets[:, 0]), TypeError,
+                     "log_availability_fn must return a floating"),
+            BadInput(lambda: _with_fn(log_availability_fn=lambda sets: jnp.zeros(
+                sets.shape[0], jnp.float16)), TypeError, "log_availability_fn must return dtype"),
+            BadInput(lambda: _with_fn(log_availability_fn=3.0), TypeError,
+                     "log_availability_fn must be callable"),
+            BadInput(lambda: _with_fn(availability_logits=_world()[1],
+                                      log_availability_fn=_finite_at), ValueError,
+                     "give exactly one of availability_logits, log_availability_fn"),
+            BadInput(lambda: choice.tilted_sample(KEY, log_coherence_fn=_finite_at,
+                                                  log_availability_fn=_finite_at,
+                                                  num_samples=4), ValueError, "num_atoms"),
+            BadInput(lambda: _with_fn(log_availability=np.zeros(5)), ValueError,
+                     "log_availability holds per-candidate scores"),
+            BadInput(lambda: _with_fn(log_availability=np.zeros(5), candidates=_SETS,
+                                      method="sir"), ValueError, "candidates are drawn from"),
+            BadInput(lambda: _with_fn(log_availability=np.zeros(4), candidates=_SETS),
+                     ValueError, "log_availability must have shape"),
+            BadInput(lambda: _with_fn(log_availability=np.zeros(5), candidates=_SETS + 9),
+                     ValueError, "candidates must be atoms in"),
+        ),
+        note="tilted_sample with learned models: log_coherence_fn and log_availability_fn "
+             "equinox Modules (their weights traced) on (batch, 3) sets of 9 atoms, exact "
+             "enumeration, 64 draws; b traced. The equality with the array path (exact, SIR, "
+             "chunked, per-candidate scores) is in tests/test_alien.py",
     ),
     Entry(
         name="choice.alien/summaries",
