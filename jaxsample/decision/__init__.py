@@ -9,7 +9,9 @@ from jaxsample.decision.bo import BORunInfo as BORunInfo
 from jaxsample.decision.bo import BOState as BOState
 from jaxsample.decision.bo import SphericalLinearBO as SphericalLinearBO
 from jaxsample.decision.bo import TrustRegion as TrustRegion
+from jaxsample.decision.dueling import CondorcetIdentification as CondorcetIdentification
 from jaxsample.decision.dueling import DuelInfo as DuelInfo
+from jaxsample.decision.dueling import DuelState as DuelState
 from jaxsample.decision.dueling import PreferenceMatrix as PreferenceMatrix
 from jaxsample.decision.dueling import identify_condorcet as identify_condorcet
 from jaxsample.decision.psrl import PSRLInfo as PSRLInfo
@@ -20,7 +22,9 @@ __all__: list[str] = [
     "BOFitInfo",
     "BORunInfo",
     "BOState",
+    "CondorcetIdentification",
     "DuelInfo",
+    "DuelState",
     "PSRLInfo",
     "PreferenceMatrix",
     "SphericalLinearBO",

@@ -1,6 +1,7 @@
 """Dueling bandits, PSRL and UCBVI (``jaxsample.decision``): what their budgets drive to a floor.
 
-Condorcet identification (``budget``). The error is the probability that the returned arm is not
+Condorcet identification (``budget``; ``identify_condorcet`` is ``CondorcetIdentification.run``
+with a matrix oracle, so the entry covers both). The error is the probability that the returned arm is not
 the Condorcet winner, estimated per seed from 40 vmapped runs on a K = 5 matrix the method's
 tests do not use. A small budget ends undetermined and returns the best empirical row, often
 wrong; once the budget covers the stopping time every run is certified, and the anytime radius
@@ -132,7 +133,7 @@ def _zeros(keys):
 ENTRIES = [
     Entry(
         name="decision.dueling/five-arm",
-        covers=("decision.identify_condorcet",),
+        covers=("decision.identify_condorcet", "decision.CondorcetIdentification"),
         problem="K = 5, Condorcet winner arm 3 (gaps 0.15-0.2), the others a cycle; the error is "
                 "P(winner != 3) over 40 runs per seed",
         knob="budget",
