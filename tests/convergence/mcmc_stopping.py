@@ -15,8 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsample
-from convergence import Entry, multinomial_tv_floor, tv_counts
-from jaxsample.mcmc import adaptive_stop, optimal_stop_tabular
+from convergence import Entry, Limit, multinomial_tv_floor, tv_counts
+from convergence.mcmc_mala import COV, MEAN, gaussian_logdensity
+from jaxsample.diagnostics import energy_distance
+from jaxsample.mcmc import adaptive_stop, mala, optimal_stop_tabular, sample_until_stopped
+from jaxsample.mcmc import train_stopping
 
 NUM_STATES = 8
 PI = np.array([1, 2, 4, 3, 1, 0.5, 2, 6], float)
@@ -73,6 +76,60 @@ def _error(budget, keys_):
     return np.asarray([tv_counts(np.bincount(xi, minlength=NUM_STATES), PI) for xi in x])
 
 
+# train_stopping at its defaults: the correlated Gaussian of the MCMC entries (normalised),
+# p₀ = N(0, 3² I), MALA at 0.5; energy distance of 1 024 stopped chains to 1 024 exact draws.
+_LOG_NORM = float(np.log(2 * np.pi) + 0.5 * np.log(np.linalg.det(COV)))
+_CHOL = np.linalg.cholesky(COV)
+
+
+def _logpi(x):
+    return gaussian_logdensity(x) - _LOG_NORM
+
+
+def _logp0(x):
+    return -0.5 * jnp.sum(x * x) / 9.0 - float(np.log(2 * np.pi * 9.0))
+
+
+def _fit(budget, key):
+    import warnings
+
+    x0 = 3.0 * jax.random.normal(jax.random.fold_in(key, 0), (512, 2))
+    with warnings.catch_warnings():  # the status is read from the Info
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return train_stopping(jax.random.fold_in(key, 1), mala(_logpi, step_size=0.5), _logpi,
+                              _logp0, x0, num_steps=budget)
+
+
+def _exact(key, n=1024):
+    return MEAN + np.asarray(jax.random.normal(key, (n, 2))) @ _CHOL.T
+
+
+def _stopping_error(budget, keys_):
+    out = []
+    for key in keys_:
+        net, _ = _fit(budget, key)
+        wrapped = adaptive_stop(mala(_logpi, step_size=0.5), net, max_steps=2000)
+        x0 = 3.0 * jax.random.normal(jax.random.fold_in(key, 2), (1024, 2))
+        x, _ = sample_until_stopped(jax.random.fold_in(key, 3), wrapped, x0)
+        out.append(float(energy_distance(x, jnp.asarray(_exact(jax.random.fold_in(key, 4)),
+                                                        jnp.float32))[0]))
+    return np.asarray(out)
+
+
+def _energy_floor(keys_):
+    return np.asarray([float(energy_distance(
+        jnp.asarray(_exact(jax.random.fold_in(k, 5)), jnp.float32),
+        jnp.asarray(_exact(jax.random.fold_in(k, 4)), jnp.float32))[0]) for k in keys_])
+
+
+def _unsolved_reported(keys_):
+    """The fit at the largest budget on the first key: its status must say 'not solved'."""
+    _, info = _fit(_TRAIN_BUDGETS[-1], keys_[0])
+    return not bool(info.solver.converged)
+
+
+_TRAIN_BUDGETS = (100, 500, 2000)
+
 ENTRIES = [
     Entry(
         name="mcmc.adaptive_stop/exact-rule-8-state-walk",
@@ -87,6 +144,20 @@ ENTRIES = [
         floor_formula="TV of 4 000 exact categorical draws of π against π",
     ),
 ]
+
+ENTRIES.append(Entry(
+    name="mcmc.train_stopping/correlated-gaussian",
+    covers=("mcmc.train_stopping",),
+    problem=("N((1, −0.5), [[2, 0.9], [0.9, 1]]) from p₀ = N(0, 3² I), MALA at 0.5, 512 training "
+             "starts; energy distance of 1 024 stopped chains to 1 024 exact draws"),
+    knob="num_steps",
+    budgets=_TRAIN_BUDGETS,
+    error=_stopping_error,
+    floor=_energy_floor,
+    floor_formula="energy distance between two exact samples of 1 024",
+    limit=Limit("methods/stopping.md", "does not reach the exact-draw floor",
+                _unsolved_reported),
+))
 
 NO_BUDGET = {
     "mcmc.sample_multilevel": (
