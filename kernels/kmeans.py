@@ -37,8 +37,9 @@ class KMeansOutput(NamedTuple):
         objective: ``()`` ``sum_i |x_i - centre|^2`` of the last assignment step (to the centres
             it was assigned to).
         solver: :class:`~jaxsample.kernels.solver.SolverStats`: Lloyd iterations (or
-            mini-batch steps) run, ``RESULTS.successful`` when the stopping rule held before
-            ``max_iterations``.
+            mini-batch steps) run; ``RESULTS.successful`` only when the stopping rule of
+            :func:`kmeans` held at one of them (the last allowed one included),
+            ``RESULTS.max_iterations_reached`` when the cap stopped the loop first.
     """
 
     centres: jax.Array

@@ -1,5 +1,7 @@
 """Tests of jaxsample.kernels.kmeans: Lloyd's objective, chunked assignments, mini-batches."""
 
+import functools
+
 import jax
 import numpy as np
 
@@ -63,3 +65,25 @@ def test_progress_meter_reports_every_iteration():
     meter = Record()
     out = km.kmeans(jax.random.key(0), points, 2, 5, 0.0, chunk_size=16, progress=meter)
     assert meter.seen == [(s, 5) for s in range(1, int(out.solver.num_iterations) + 1)]
+
+
+def test_status_is_success_only_when_the_stopping_rule_held():
+    """Lloyd and mini-batch stopped by the cap report max_iterations_reached under jit; a run
+    that meets its rule reports success (with fewer iterations than the cap)."""
+    from jaxsample.kernels.solver import RESULTS
+
+    points = clustered(3, sizes=(40, 60, 30), spread=0.8)
+    key = jax.random.key(4)
+
+    @functools.partial(jax.jit, static_argnames="batch_size")
+    def run(max_iterations, tolerance, batch_size=None):
+        return km.kmeans(key, points, 3, max_iterations, tolerance, batch_size=batch_size)
+
+    for batch_size in (None, 32):
+        capped = run(1, 0.0, batch_size=batch_size).solver  # tolerance 0: no step meets it
+        assert int(capped.num_iterations) == 1
+        assert capped.result == RESULTS.max_iterations_reached
+        assert not bool(capped.converged)
+    done = run(100, 1e-6).solver  # Lloyd reaches a fixed point long before 100 iterations
+    assert done.result == RESULTS.successful
+    assert int(done.num_iterations) < 100
