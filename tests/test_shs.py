@@ -528,3 +528,62 @@ def test_default_rule_is_bernoulli_and_stratified_warns_only_when_eager():
         info = jax.jit(lambda key: shs.sample(key, data.denoiser, jumps="stratified",
                                               **config)[1])(jax.random.key(2))
     assert bool(info.mode_seeking)
+
+
+# -- clamp (prefix / infill) -----------------------------------------------------------------------
+
+CLAMP_MASK = np.array([True, False, True, False])
+CLAMP_TOKENS = np.array([1, 0, 0, 2])      # the last entry is free: ignored
+CLAMP_PI = np.array([0.3, 0.45, 0.25])
+CLAMP_T = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.25, 0.35, 0.4]])
+
+
+def _free_law(probs, seqs, mask, tokens):
+    """The exact conditional law of the free positions given the clamped tokens (enumeration),
+    on the base-K codes of the free positions."""
+    k = int(seqs.max()) + 1
+    keep = np.all(seqs[:, mask] == tokens[mask], axis=1)
+    law = np.zeros(k ** int((~mask).sum()))
+    np.add.at(law, _codes(seqs[keep][:, ~mask], k), probs[keep])
+    return law / law.sum()
+
+
+@pytest.mark.parametrize("law", ["product", "chain"])
+def test_clamp_keeps_clamped_tokens_and_gives_the_exact_conditional(law):
+    """K = 3, L = 4, positions 0 and 2 clamped, defaults (CTMC, Bernoulli), NFE 64, 8 000
+    samples. Product law (every row of T the marginal): the free positions' joint law is the
+    product law's, whatever the denoiser makes of the clamps. Chain: with the denoiser that reads
+    the clamps as clean, the free positions follow the exact conditional p(x_1, x_3 | x_0 = 1,
+    x_2 = 0) by enumeration. Chi-square over the 9 free cells at p = 1e-4. Clamped positions
+    hold their tokens and never jump."""
+    transition = np.tile(CLAMP_PI, (3, 1)) if law == "product" else CLAMP_T
+    data = shs.MarkovChainData(jnp.asarray(CLAMP_PI, jnp.float32),
+                               jnp.asarray(transition, jnp.float32))
+    denoiser = data.denoiser if law == "product" else data.clamped_denoiser(CLAMP_MASK)
+    n = 8_000
+    x, info = shs.sample(jax.random.key(31), denoiser, vocab_size=3, seq_len=4, num_samples=n,
+                         num_steps=64, clamp=(CLAMP_MASK, CLAMP_TOKENS))
+    x = np.asarray(x)
+    assert np.all(x[:, CLAMP_MASK] == CLAMP_TOKENS[CLAMP_MASK]) and not bool(info.nonfinite)
+    assert np.all(np.asarray(info.jumps)[:, CLAMP_MASK] == 0)
+    with jax.enable_x64(True):
+        probs = shs.MarkovChainData(CLAMP_PI, transition).sequence_probs(4)
+    expected = _free_law(probs, _states(3, 4), CLAMP_MASK, CLAMP_TOKENS)
+    counts = np.bincount(_codes(x[:, ~CLAMP_MASK], 3), minlength=expected.size)
+    assert _chisquare_ok(counts, expected), (counts / n, expected)
+
+
+def test_clamp_validation():
+    data = _chain3()
+    call = dict(vocab_size=3, seq_len=4, num_samples=2, num_steps=2)
+    with pytest.raises(ValueError, match=r"clamp\[0\] \(mask\) must have shape"):
+        shs.sample(jax.random.key(0), data.denoiser, clamp=(np.ones(3, bool), np.zeros(4, int)),
+                   **call)
+    with pytest.raises(TypeError, match=r"clamp\[0\] \(mask\) must be bool"):
+        shs.sample(jax.random.key(0), data.denoiser, clamp=(np.ones(4), np.zeros(4, int)),
+                   **call)
+    with pytest.raises(ValueError, match=r"clamp\[1\] \(tokens\) must be token ids"):
+        shs.sample(jax.random.key(0), data.denoiser,
+                   clamp=(np.ones(4, bool), np.full(4, 3)), **call)
+    with pytest.raises(TypeError, match="clamp must be a pair"):
+        shs.sample(jax.random.key(0), data.denoiser, clamp=np.ones(4, bool), **call)

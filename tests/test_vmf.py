@@ -5,6 +5,7 @@ contract entry (tests/contract/diffusion_vmf.py).
 """
 
 import functools
+import itertools
 
 import equinox as eqx
 import jax
@@ -360,3 +361,59 @@ def test_posterior_output_checked_eagerly_and_flagged_under_jit():
 
     assert np.all(flags(_LogOf(oracle)))      # log-probabilities read as probabilities
     assert not np.any(flags(oracle))
+
+
+# -- clamp (Sudoku clues, a prefix) -------------------------------------------------------------
+
+CLAMP_MASK = np.array([True, False, True, False])
+CLAMP_TOKENS = np.array([1, 0, 0, 2])      # the last entry is free: ignored
+CLAMP_PI = np.array([0.3, 0.45, 0.25])
+CLAMP_T = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.25, 0.35, 0.4]])
+
+
+@pytest.mark.parametrize("law", ["product", "chain"])
+def test_clamp_keeps_clamped_tokens_and_gives_the_exact_conditional(law):
+    """V = 3, L = 4, d = 8, positions 0 and 2 clamped; the default ODE sampler at N = 256 (its
+    first-order bias on the 9 free cells measured 0.035 / 0.021 / 0.016 in TV at N = 32 / 64 /
+    256 against a floor of 0.012), 8 000 sequences. Product law (every row of T the marginal):
+    the free positions' law is the product law's whatever the oracle makes of the clamps. Chain:
+    the oracle that reads the clamps as clean gives the exact conditional p(g_1, g_3 | g_0 = 1,
+    g_2 = 0) by enumeration. Chi-square over the 9 free cells at p = 1e-4. Clamped positions
+    stay at their clean embedding and decode to their tokens."""
+    transition = np.tile(CLAMP_PI, (3, 1)) if law == "product" else CLAMP_T
+    emb = jnp.asarray(_unit(7, 3, 8), jnp.float32)
+    path = vmf.VMFPath(8)
+    oracle = vmf.MarkovChainOracle(CLAMP_PI, transition, emb, path)
+    if law == "chain":
+        oracle = oracle.clamped(CLAMP_MASK)
+    n = 8_000
+    tokens, info = vmf.sample(jax.random.key(32), oracle, emb, path, seq_len=4, num_samples=n,
+                              num_steps=256, clamp=(CLAMP_MASK, CLAMP_TOKENS))
+    tokens = np.asarray(tokens)
+    assert np.all(tokens[:, CLAMP_MASK] == CLAMP_TOKENS[CLAMP_MASK])
+    np.testing.assert_array_equal(np.asarray(info.x)[:, CLAMP_MASK],
+                                  np.broadcast_to(np.asarray(emb)[[1, 0]], (n, 2, 8)))
+    assert not np.any(info.nonfinite) and not np.any(info.invalid_posterior)
+    seqs = np.array(list(itertools.product(range(3), repeat=4)))
+    probs = CLAMP_PI[seqs[:, 0]] * np.prod(transition[seqs[:, :-1], seqs[:, 1:]], axis=1)
+    keep = np.all(seqs[:, CLAMP_MASK] == CLAMP_TOKENS[CLAMP_MASK], axis=1)
+    expected = np.zeros(9)
+    np.add.at(expected, seqs[keep][:, ~CLAMP_MASK] @ np.array([3, 1]), probs[keep])
+    expected /= expected.sum()
+    counts = np.bincount(tokens[:, ~CLAMP_MASK] @ np.array([3, 1]), minlength=9)
+    assert scipy.stats.chisquare(counts, expected * n).pvalue > 1e-4, (counts / n, expected)
+
+
+def test_clamp_validation():
+    emb, path, oracle = _small_sudoku()
+    with pytest.raises(ValueError, match=r"clamp\[1\] \(tokens\) must have shape"):
+        vmf.sample(jax.random.key(0), oracle, emb, path,
+                   clamp=(np.ones(16, bool), np.zeros(15, int)), **_SMALL)
+    with pytest.raises(TypeError, match=r"clamp\[0\] \(mask\) must be bool"):
+        vmf.sample(jax.random.key(0), oracle, emb, path,
+                   clamp=(np.ones(16), np.zeros(16, int)), **_SMALL)
+    with pytest.raises(ValueError, match=r"clamp\[1\] \(tokens\) must be token ids"):
+        vmf.sample(jax.random.key(0), oracle, emb, path,
+                   clamp=(np.ones(16, bool), np.full(16, 4)), **_SMALL)
+    with pytest.raises(ValueError, match="mask must have 1 dimension"):
+        oracle.clamped(np.ones((2, 16), bool))

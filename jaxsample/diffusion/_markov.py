@@ -16,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsample._checks import check_int, check_simplex, check_stochastic_matrix
+from jaxsample._checks import check_array, check_int, check_simplex, check_stochastic_matrix
 from jaxsample.kernels import resampling
 
-__all__ = ["MarkovChainData"]
+__all__ = ["ClampedDenoiser", "MarkovChainData"]
 
 _MAX_ENUMERATION = 2_000_000
 
@@ -130,6 +130,27 @@ class MarkovChainData(eqx.Module):
         Returns:
             Normalised log posteriors, shape ``(..., L, K)``, in the chain's dtype.
         """
+        return self._denoise(tokens, signal, None)
+
+    def clamped_denoiser(self, mask) -> ClampedDenoiser:
+        """The Bayes-optimal denoiser when the positions in ``mask`` hold *clean* tokens.
+
+        What :func:`jaxsample.diffusion.shs.sample` needs for ``clamp=(mask, tokens)`` to give
+        the exact conditional law: at a clamped position the emission is
+        :math:`\\mathbb{1}[x^i = a]` (signal 1) instead of the uniform channel's, so the
+        forward–backward marginals are :math:`p(x_0 \\mid x^{\\text{free}}, x^{\\text{clamped}}
+        = \\text{tokens})`.
+
+        Args:
+            mask: ``(L,)`` bool, the clamped positions.
+
+        Returns:
+            A :class:`ClampedDenoiser` (an equinox module: ``denoiser(tokens, signal)``).
+        """
+        return ClampedDenoiser(self, mask)
+
+    @eqx.filter_jit
+    def _denoise(self, tokens, signal, clean):
         tokens = jnp.asarray(tokens)
         batch_shape, seq_len = tokens.shape[:-1], tokens.shape[-1]
         alpha = jnp.asarray(signal).astype(self.dtype)
@@ -137,16 +158,19 @@ class MarkovChainData(eqx.Module):
         log_noise = jnp.log1p(-alpha) - jnp.log(jnp.asarray(k, self.dtype))
         log_match = jnp.logaddexp(jnp.log(alpha), log_noise)
         flat = tokens.reshape(-1, seq_len)
-        return jax.vmap(self._posterior, in_axes=(0, None, None))(
-            flat, log_match, log_noise
+        return jax.vmap(self._posterior, in_axes=(0, None, None, None))(
+            flat, log_match, log_noise, clean
         ).reshape(*batch_shape, seq_len, k)
 
-    def _posterior(self, tokens, log_match, log_noise):
-        """Forward–backward for one sequence ``(L,)`` -> log posteriors ``(L, K)``."""
+    def _posterior(self, tokens, log_match, log_noise, clean):
+        """Forward–backward for one sequence ``(L,)`` -> log posteriors ``(L, K)``; positions
+        in ``clean`` (``(L,)`` bool or None) are observed without noise."""
         k = self.vocab_size
-        log_emission = jnp.where(
-            tokens[:, None] == jnp.arange(k, dtype=tokens.dtype)[None, :], log_match, log_noise
-        )
+        same = tokens[:, None] == jnp.arange(k, dtype=tokens.dtype)[None, :]
+        log_emission = jnp.where(same, log_match, log_noise)
+        if clean is not None:
+            log_emission = jnp.where(clean[:, None], jnp.where(same, 0.0, -jnp.inf).astype(
+                log_emission.dtype), log_emission)
         log_transition = self.log_transition
 
         def forward(message, emission):
@@ -201,3 +225,19 @@ class MarkovChainData(eqx.Module):
         tokens = np.asarray(tokens)
         forbidden = np.isneginf(np.asarray(self.log_transition))
         return float(forbidden[tokens[..., :-1], tokens[..., 1:]].mean())
+
+
+class ClampedDenoiser(eqx.Module):
+    """:meth:`MarkovChainData.denoiser` with the positions in ``mask`` observed without noise
+    (built by :meth:`MarkovChainData.clamped_denoiser`)."""
+
+    data: MarkovChainData
+    mask: jax.Array
+
+    def __init__(self, data, mask):
+        self.data = data
+        self.mask = jnp.asarray(check_array("mask", mask, ndim=1, kind="bool"))
+
+    def __call__(self, tokens: jax.Array, signal: jax.Array) -> jax.Array:
+        """Normalised log posteriors ``(..., L, K)`` given clean tokens at ``mask``."""
+        return self.data._denoise(tokens, signal, self.mask)

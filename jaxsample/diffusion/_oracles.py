@@ -36,6 +36,25 @@ def _floored(log_likelihood):
     return jnp.maximum(log_likelihood, floor)
 
 
+def _evidence(oracle, x, t):
+    """Per-position log-evidence ``(L, V)``: the path's log-likelihood, floored; at the clamped
+    positions (``oracle.clean``) the token whose embedding is nearest to ``x_l`` (``x_l = e_c``
+    there) is observed without noise (0, every other token the floor)."""
+    log_lik = _floored(oracle.path.log_likelihood(x, t, oracle.embeddings))
+    if oracle.clean is None:
+        return log_lik
+    nearest = jax.nn.one_hot(jnp.argmax(x @ oracle.embeddings.T, axis=-1), log_lik.shape[-1],
+                             dtype=bool)
+    exact = jnp.where(nearest, jnp.zeros((), log_lik.dtype),
+                      jnp.finfo(log_lik.dtype).min / (4 * log_lik.size))
+    return jnp.where(oracle.clean[:, None], exact, log_lik)
+
+
+def _clamped(oracle, mask):
+    mask = jnp.asarray(check_array("mask", mask, ndim=1, kind="bool"))
+    return eqx.tree_at(lambda o: o.clean, oracle, mask, is_leaf=lambda leaf: leaf is None)
+
+
 def _check_embeddings(embeddings, path, vocab=None):
     if not isinstance(path, FlowPath):
         raise TypeError(f"path must be a VMFPath, GeodesicPath or EuclideanPath, got "
@@ -75,13 +94,22 @@ class Sudoku4Oracle(eqx.Module):
 
     embeddings: jax.Array
     path: eqx.Module
+    clean: jax.Array | None
 
     def __init__(self, embeddings, path):
         self.embeddings = _check_embeddings(embeddings, path, SUDOKU_VOCAB)
         self.path = path
+        self.clean = None
+
+    def clamped(self, mask) -> Sudoku4Oracle:
+        """A copy that reads the positions in ``mask`` (``(L,)`` bool) as *clean*: ``x_l = e_c``
+        is token c observed without noise, not a vMF observation at κ(t). What
+        :func:`jaxsample.diffusion.vmf.sample` needs for ``clamp=(mask, tokens)`` to give the
+        exact conditional law."""
+        return _clamped(self, mask)
 
     def _logits(self, x, t):
-        log_lik = _floored(self.path.log_likelihood(x, t, self.embeddings))
+        log_lik = _evidence(self, x, t)
         one_hot = jax.nn.one_hot(jnp.asarray(sudoku4_grids()), SUDOKU_VOCAB,
                                  dtype=log_lik.dtype)
         return one_hot.reshape(one_hot.shape[0], -1) @ log_lik.reshape(-1), one_hot
@@ -144,6 +172,7 @@ class MarkovChainOracle(eqx.Module):
     transition: jax.Array
     embeddings: jax.Array
     path: eqx.Module
+    clean: jax.Array | None
 
     def __init__(self, initial, transition, embeddings, path):
         self.embeddings = _check_embeddings(embeddings, path)
@@ -153,9 +182,17 @@ class MarkovChainOracle(eqx.Module):
         self.transition = check_array("transition", transition, shape=(vocab, vocab),
                                       finite=True).astype(dtype)
         self.path = path
+        self.clean = None
+
+    def clamped(self, mask) -> MarkovChainOracle:
+        """A copy that reads the positions in ``mask`` (``(L,)`` bool) as *clean*: ``x_l = e_c``
+        is token c observed without noise, not a vMF observation at κ(t). What
+        :func:`jaxsample.diffusion.vmf.sample` needs for ``clamp=(mask, tokens)`` to give the
+        exact conditional law."""
+        return _clamped(self, mask)
 
     def _passes(self, x, t):
-        log_lik = _floored(self.path.log_likelihood(x, t, self.embeddings))
+        log_lik = _evidence(self, x, t)
         log_t = jnp.log(self.transition)
         alpha0 = jnp.log(self.initial) + log_lik[0]
         norm0 = jax.nn.logsumexp(alpha0)

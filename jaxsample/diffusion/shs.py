@@ -145,6 +145,27 @@ def _blacklist_mask(blacklist, vocab_size: int) -> np.ndarray | None:
     return mask
 
 
+def _check_clamp(clamp, shape, vocab_size):
+    """``(mask, tokens)`` broadcast to ``shape`` ``(B, L)``: bool and int32 arrays, or None."""
+    if clamp is None:
+        return None
+    if not isinstance(clamp, tuple | list) or len(clamp) != 2:
+        raise TypeError(f"clamp must be a pair (mask, tokens) or None, got {type(clamp).__name__}")
+    mask = check_array("clamp[0] (mask)", clamp[0], kind="bool")
+    tokens = check_array("clamp[1] (tokens)", clamp[1], kind="integer")
+    for name, value in (("clamp[0] (mask)", mask), ("clamp[1] (tokens)", tokens)):
+        if value.shape not in (shape[1:], shape):
+            raise ValueError(f"{name} must have shape (seq_len,) = {shape[1:]} or (num_samples, "
+                             f"seq_len) = {shape}, got {value.shape}")
+    if is_concrete(tokens) and is_concrete(mask):
+        ids = np.broadcast_to(np.asarray(tokens), shape)[np.broadcast_to(np.asarray(mask), shape)]
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+            raise ValueError(f"clamp[1] (tokens) must be token ids in [0, vocab_size={vocab_size}) "
+                             f"at clamped positions, got range [{ids.min()}, {ids.max()}]")
+    return (jnp.broadcast_to(mask, shape),
+            jnp.broadcast_to(tokens.astype(jnp.int32), shape))
+
+
 def sample(
     key: jax.Array,
     denoiser: Callable[[jax.Array, jax.Array], jax.Array],
@@ -161,6 +182,7 @@ def sample(
     blacklist: Sequence[int] | None = None,
     allocate_phases: bool = False,
     sharding: jax.sharding.Sharding | None = None,
+    clamp: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[jax.Array, SHSInfo]:
     """Generates token sequences from a clean-token denoiser with one of four jump rules.
 
@@ -278,6 +300,15 @@ def sample(
             ``jumps="stratified"``).
         sharding: optional sharding of the ``(B, L)`` token and phase arrays, e.g.
             ``NamedSharding(mesh, PartitionSpec("particles"))`` to split the batch over devices.
+        clamp: ``None`` or ``(mask, tokens)`` for a prefix or an infill: ``mask`` bool and
+            ``tokens`` int, each ``(L,)`` or ``(B, L)``. Clamped positions (``mask`` True) hold
+            ``tokens`` from the start and never move (never counted in ``info.jumps``); the
+            denoiser sees them in every call, and the free positions follow the process driven
+            by its posterior. That is the conditional law given the clamped tokens when the
+            denoiser reads clamped positions as clean (its posterior there a point mass, e.g.
+            :meth:`MarkovChainData.clamped_denoiser`, or a network given the mask); a denoiser
+            that reads them as noisy observations at the current signal conditions on them
+            more weakly early on. On a product law the free positions' law is unchanged.
 
     Returns:
         ``(tokens, info)``: ``tokens`` ``(B, L)`` int32 and a :class:`SHSInfo`.
@@ -331,13 +362,14 @@ def sample(
         jax.ShapeDtypeStruct(shape, jnp.int32),
         jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(jnp.float64)),
     ), (*shape, vocab_size))
+    clamp = _check_clamp(clamp, shape, vocab_size)
     if jumps == "stratified" and is_concrete(key):   # eager: say once that the rule is biased
         warnings.warn(STRATIFIED_WARNING, RuntimeWarning, stacklevel=2)
     return _sample(
         key, denoiser, process, jumps, jnp.asarray(jump_probability == "exponential"),
         jnp.asarray(last_step == "jump"), banned, jnp.asarray(allocate_phases), sharding, shape,
         vocab_size, jnp.asarray(num_steps, jnp.int32), jnp.asarray(window_length, jnp.int32),
-        jnp.dtype(probe.dtype),
+        jnp.dtype(probe.dtype), clamp,
     )
 
 
@@ -378,7 +410,7 @@ def _stay_or_replace(key, tokens, phase, log_weights, coin_probability, jumps, w
 
 @eqx.filter_jit
 def _sample(key, denoiser, process, jumps, exponential, jump_last, banned, allocate, sharding,
-            shape, vocab_size, num_steps, window_length, dtype):
+            shape, vocab_size, num_steps, window_length, dtype, clamp=None):
     constrain = (lambda x: x) if sharding is None else (
         lambda x: jax.lax.with_sharding_constraint(x, sharding)
     )
@@ -397,6 +429,12 @@ def _sample(key, denoiser, process, jumps, exponential, jump_last, banned, alloc
     # jax.random.randint's two would double the compiled random-number code
     bits = jax.random.bits(noise_key, shape, jnp.uint32)
     tokens = constrain((bits % jnp.uint32(vocab_size)).astype(jnp.int32))
+    if clamp is None:
+        free = None
+    else:
+        clamped, clamp_tokens = clamp
+        free = jnp.logical_not(clamped)
+        tokens = jnp.where(clamped, clamp_tokens, tokens)
     if jumps == "stratified":  # the only rule whose phases are drawn once, up front
         phase = hazard.init_phase(phase_key, shape, dtype)
         if banned is not None:  # ``allocate`` is traced: one compilation serves both settings
@@ -431,6 +469,11 @@ def _sample(key, denoiser, process, jumps, exponential, jump_last, banned, alloc
                 jax.random.fold_in(steps_key, index), tokens, phase, log_weights,
                 coin_probability, jumps, index % window_length == 0, force=force,
             )
+            if free is not None:   # clamped positions never move
+                jump = jump & free
+                n = jnp.where(free, n, jnp.zeros((), dtype))
+                jump_mass = jnp.where(free, jump_mass, jnp.zeros((), dtype))
+                new_tokens = jnp.where(free, new_tokens, tokens)
             zero = jnp.zeros((), dtype)
             return (
                 constrain(new_tokens),

@@ -273,6 +273,7 @@ def sample(
     corrector_steps: int = 1,
     corrector_step_size=None,
     posterior: str = "probabilities",
+    clamp: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[jax.Array, VMFInfo]:
     """Generates token sequences by integrating a spherical (or Euclidean) flow.
 
@@ -337,6 +338,16 @@ def sample(
             shape, finiteness (no NaN or +inf; not a whole row of −inf for logits) and, for
             probabilities, rows >= 0 summing to 1 within 4V·ε of float32. Under ``jit`` the
             check is ``info.invalid_posterior`` (and ``info.nonfinite``).
+        clamp: ``None`` or ``(mask, tokens)`` (Sudoku clues, a prefix): ``mask`` bool and
+            ``tokens`` int, each ``(L,)`` or ``(B, L)``. Clamped positions sit at their clean
+            embedding :math:`x_l = e_{c_l}` from the start, never move (predictor and corrector
+            skip them) and decode to ``tokens``; ``posterior_fn`` sees them in every call, and
+            the free positions follow the flow driven by its posterior. That is the conditional
+            law given the clamped tokens when the posterior reads clamped positions as clean
+            (:meth:`Sudoku4Oracle.clamped`, :meth:`MarkovChainOracle.clamped`, or a network
+            given the mask); one that reads ``x_l = e_c`` as a vMF observation at κ(t)
+            conditions on it more weakly at small t. On a product law the free positions' law
+            is unchanged.
 
     Returns:
         ``(tokens, info)``: ``tokens`` ``(B, L)`` int32 and a :class:`VMFInfo`.
@@ -387,6 +398,7 @@ def sample(
         jax.ShapeDtypeStruct((seq_len, path.dim), dtype), jax.ShapeDtypeStruct((), dtype),
     ), (seq_len, embeddings.shape[0]))
     posterior = check_choice("posterior", posterior, POSTERIORS)
+    clamp = _check_clamp(clamp, (num_samples, seq_len), embeddings.shape[0])
     _check_first_output(posterior_fn, path, seq_len, dtype, posterior)
     if step_size is None:   # an array either way, so the default shares the compilation
         step_size = check_hyperparameter("corrector_step_size",
@@ -394,7 +406,28 @@ def sample(
     corrections = corrector_steps if sampler == "pc" else 0
     return _sample(key, posterior_fn, embeddings, path, jnp.asarray(num_steps, jnp.int32),
                    jnp.asarray(corrections, jnp.int32), step_size, (num_samples, seq_len),
-                   posterior == "logits")
+                   posterior == "logits", clamp)
+
+
+def _check_clamp(clamp, shape, vocab_size):
+    """``(mask, tokens)`` broadcast to ``shape`` ``(B, L)``: bool and int32 arrays, or None."""
+    if clamp is None:
+        return None
+    if not isinstance(clamp, tuple | list) or len(clamp) != 2:
+        raise TypeError(f"clamp must be a pair (mask, tokens) or None, got {type(clamp).__name__}")
+    mask = check_array("clamp[0] (mask)", clamp[0], kind="bool")
+    tokens = check_array("clamp[1] (tokens)", clamp[1], kind="integer")
+    for name, value in (("clamp[0] (mask)", mask), ("clamp[1] (tokens)", tokens)):
+        if value.shape not in (shape[1:], shape):
+            raise ValueError(f"{name} must have shape (seq_len,) = {shape[1:]} or (num_samples, "
+                             f"seq_len) = {shape}, got {value.shape}")
+    if is_concrete(tokens) and is_concrete(mask):
+        ids = np.broadcast_to(np.asarray(tokens), shape)[np.broadcast_to(np.asarray(mask), shape)]
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+            raise ValueError(f"clamp[1] (tokens) must be token ids in [0, V={vocab_size}) at "
+                             f"clamped positions, got range [{ids.min()}, {ids.max()}]")
+    return (jnp.broadcast_to(mask, shape),
+            jnp.broadcast_to(tokens.astype(jnp.int32), shape))
 
 
 def _sum_tolerance(vocab_size: int) -> float:
@@ -439,7 +472,7 @@ def _check_first_output(posterior_fn, path, seq_len, dtype, posterior):
 
 @eqx.filter_jit
 def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, step_size, shape,
-            logits):
+            logits, clamp=None):
     """One loop over the nfe = N + M(N − 1) + 1 posterior evaluations.
 
     Evaluation e (period 1 + M): k = e // (1 + M), m = e % (1 + M); m = 0 is at t_k and feeds the
@@ -495,6 +528,8 @@ def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, ste
                 lambda: sphere.normal(jax.random.fold_in(key, event), state_shape, dtype),
                 lambda: jnp.zeros(state_shape, dtype))
             x_new = jax.lax.switch(kind, branches, x, time_of(previous), probs, noise)
+            if clamp is not None:   # clamped positions sit at their clean embedding
+                x_new = jnp.where(clamp[0][..., None], embeddings[clamp[1]], x_new)
             moved = jnp.all(jnp.isfinite(x_new), axis=(1, 2))
             x = jnp.where(moved[:, None, None], x_new, x)
             probs, not_law = as_probabilities(batched(x, time_of(event)).astype(dtype))
@@ -507,6 +542,8 @@ def _sample(key, posterior_fn, embeddings, path, num_steps, corrector_steps, ste
                 jnp.zeros((*shape, embeddings.shape[0]), dtype))
         x, bad, invalid, probs = jax.lax.fori_loop(0, nfe, body, init)
         tokens = jnp.argmax(probs, axis=-1).astype(jnp.int32)
+        if clamp is not None:
+            tokens = jnp.where(clamp[0], clamp[1], tokens)
         info = VMFInfo(x=x, confidence=jnp.max(probs, axis=-1), nfe=nfe.astype(jnp.int32),
                        nonfinite=bad, invalid_posterior=invalid)
         return tokens, info

@@ -33,6 +33,20 @@ def _min_signal(dtype):
 
 
 _DATA = chain()
+_CLAMP = (np.array([True, False, False, True]), np.array([2, 0, 0, 1]))
+
+
+def _clamped(dtype):
+    data = chain(dtype)
+    return lambda key: shs.sample(key, data.clamped_denoiser(_CLAMP[0]), process=shs.CTMC(),
+                                  clamp=_CLAMP, **dict(CONFIG, num_samples=8))
+
+
+def _clamped_min_signal(dtype):
+    data = chain(dtype)
+    return lambda key, h: shs.sample(key, data.clamped_denoiser(_CLAMP[0]),
+                                     process=shs.CTMC(min_signal=h), clamp=_CLAMP,
+                                     **dict(CONFIG, num_samples=8))
 
 
 def _call(**change):
@@ -51,7 +65,8 @@ def _integer_logits(tokens, signal):
 
 
 _NOTE = ("sample(key, denoiser, *, vocab_size, seq_len, num_samples, num_steps, process, jumps, "
-         "jump_probability, last_step, window_length, blacklist, allocate_phases, sharding) -> "
+         "jump_probability, last_step, window_length, blacklist, allocate_phases, sharding, "
+         "clamp) -> "
          "(tokens int32, SHSInfo). Traced hyper-parameter: CTMC.min_signal, the signal level of "
          "the first model call; num_steps and window_length are traced loop values, "
          "jump_probability and last_step traced switches (tests/test_shs.py).")
@@ -96,7 +111,23 @@ ENTRIES = [
                      ValueError, "square"),
             BadInput(lambda: shs.MarkovChainData(np.full(2, 0.5), np.eye(2) * 1.2),
                      ValueError, "sum to 1"),
+            BadInput(_call(clamp=(np.ones(3, bool), np.zeros(4, np.int32))), ValueError,
+                     "clamp"),
+            BadInput(_call(clamp=(np.ones(4), np.zeros(4, np.int32))), TypeError, "clamp"),
+            BadInput(_call(clamp=(np.ones(4, bool), np.full(4, 3))), ValueError, "clamp"),
+            BadInput(_call(clamp=np.ones(4, bool)), TypeError, "clamp"),
         ),
         note=_NOTE,
+    ),
+    Entry(
+        name="diffusion.shs/clamp",
+        module="jaxsample.diffusion.shs",
+        build=_clamped,
+        covers=("diffusion.shs.sample",),
+        hyper=_clamped_min_signal,
+        hyper_values=(1e-3, 0.05),
+        note="clamp=(mask, tokens) with the chain's clamped denoiser (an equinox module), the "
+             "default Bernoulli rule; clamped positions never move (tests/test_shs.py checks the "
+             "exact conditional law).",
     ),
 ]

@@ -51,13 +51,16 @@ class _Logits(eqx.Module):
         return jnp.log(self.oracle(x, t)) + 2.0
 
 
+_CLAMP = (np.array([False, True, False, False]), np.array([0, 2, 0, 0]))
+
+
 def _chain_logits(dtype):
     emb = jnp.eye(3, dtype=dtype)
     path = vmf.VMFPath(3, 20.0)
     oracle = vmf.MarkovChainOracle(np.full(3, 1 / 3), np.full((3, 3), 1 / 3) * 0.4
                                    + np.eye(3) * 0.6, emb, path)
-    return lambda key: vmf.sample(key, _Logits(oracle), emb, path, seq_len=4, num_samples=3,
-                                  num_steps=3, posterior="logits")
+    return lambda key: vmf.sample(key, _Logits(oracle.clamped(_CLAMP[0])), emb, path, seq_len=4,
+                                  num_samples=3, num_steps=3, posterior="logits", clamp=_CLAMP)
 
 
 def _chain_logits_hyper(dtype):
@@ -67,8 +70,8 @@ def _chain_logits_hyper(dtype):
         path = vmf.VMFPath(3, kappa_max)
         oracle = vmf.MarkovChainOracle(np.full(3, 1 / 3), np.full((3, 3), 1 / 3) * 0.4
                                        + np.eye(3) * 0.6, emb, path)
-        return vmf.sample(key, _Logits(oracle), emb, path, seq_len=4, num_samples=3,
-                          num_steps=3, posterior="logits")
+        return vmf.sample(key, _Logits(oracle.clamped(_CLAMP[0])), emb, path, seq_len=4,
+                          num_samples=3, num_steps=3, posterior="logits", clamp=_CLAMP)
     return run
 
 
@@ -110,6 +113,12 @@ ENTRIES = [
                      "posterior_fn.*posterior='logits'"),
             BadInput(lambda: _call(model=lambda x, t: jnp.full((16, 4), jnp.nan)),
                      ValueError, "posterior_fn"),
+            BadInput(lambda: _call(clamp=(np.ones(15, bool), np.zeros(16, np.int32))),
+                     ValueError, "clamp"),
+            BadInput(lambda: _call(clamp=(np.ones(16, bool), np.full(16, 4))), ValueError,
+                     "clamp"),
+            BadInput(lambda: _call(clamp=(np.ones(16), np.zeros(16, np.int32))), TypeError,
+                     "clamp"),
         ),
         note="hyper is the relative corrector step size c (ε = c/(κ(t) + d − 1), the default "
              "'variance' rule; the paper's 'vanishing' rule is tests/test_vmf.py's); kappa_max "
@@ -117,13 +126,14 @@ ENTRIES = [
              "info.nonfinite (tests/test_vmf.py).",
     ),
     Entry(
-        name="diffusion.vmf/logits",
+        name="diffusion.vmf/logits-clamp",
         module="jaxsample.diffusion.vmf",
         build=_chain_logits,
         covers=("diffusion.vmf.sample",),
         hyper=_chain_logits_hyper,
         hyper_values=(10.0, 20.0),
         note="posterior='logits': a model returning unnormalised logits (an equinox module), "
+             "with clamp=(mask, tokens) and the oracle that reads the clamp as clean, "
              "the ODE sampler on a 3-token chain; hyper is kappa_max, a traced leaf of the path "
              "and of the oracle. Log-probabilities read as probabilities are refused eagerly "
              "and flagged in info.invalid_posterior under jit (tests/test_vmf.py).",
