@@ -17,7 +17,23 @@ Sampling, SPIGM @ ICML 2026):
 - ``"s"``:   ``l_c = q·mu_c / tau + log n_c`` (size-corrected, no query-time cost);
 - ``"sd"``:  ``l_c = q·mu_c / tau + log n_c + q^T Sigma_c q / (2 tau^2)`` (size- and
   dispersion-corrected: the second cumulant of the within-cluster scores, exact for Gaussian
-  scores).
+  scores);
+- ``"sd_saturated"``: ``"sd"`` with the dispersion term ``D(v) = v / 2`` replaced, past
+  ``v = 2 log n_c``, by ``sqrt(2 v log n_c) - log n_c`` (``v = q^T Sigma_c q / tau^2``, the
+  variance of the cluster's scores).
+
+**Why saturate.** ``log mean_{i in c} exp(s_i - sbar_c)`` is the cumulant generating function of
+the cluster's score deviations at ``1 / tau``: for a cluster of ``n_c`` members it is at most
+``max_i (s_i - sbar_c)``, linear in ``1 / tau``, while ``v / 2`` is quadratic. For ``n_c``
+Gaussian scores of variance ``v`` the mean exponential follows ``v / 2`` only while
+``v < 2 log n_c``; past it the largest member dominates, ``max_i (s_i - sbar_c) ~
+sqrt(2 v log n_c)`` and the mean is ``~ exp(sqrt(2 v log n_c)) / n_c`` (the freezing transition
+of Derrida's random energy model). The two branches meet with equal value and slope at
+``v = 2 log n_c``. So ``"sd"`` over-weights dispersed clusters once the logits are peaked
+(small ``tau`` or long queries: a trained model's regime), by ``(sqrt(v / 2) -
+sqrt(log n_c))^2`` nats; ``"sd_saturated"`` equals ``"sd"`` wherever ``v <= 2 log n_c`` (flat
+logits) and stays bounded by the largest-member term beyond it (measured in
+``bench/results_softmax_peaked.md``).
 
 ``Sigma_c`` (population covariance, 1/n_c) is stored as ``diag(dispersion_diag_c) + F_c^T F_c``
 with ``F_c`` of shape ``(r, d)``: ``r = 0`` is the diagonal approximation, ``0 < r < d`` a top-r
@@ -56,7 +72,7 @@ import jax.numpy as jnp
 
 from jaxsample.kernels.chunking import map_rows
 from jaxsample.kernels.logspace import segment_logsumexp
-from jaxsample.kernels.resampling import categorical, inverse_cdf
+from jaxsample.kernels.resampling import categorical, cumulative_sum
 
 __all__ = [
     "VARIANTS",
@@ -70,6 +86,7 @@ __all__ = [
     "exact_log_probs",
     "exhausted_clusters",
     "sampled_softmax_logits",
+    "saturated_dispersion",
     "split_clusters",
     "split_keys",
     "two_level_log_prob",
@@ -77,7 +94,7 @@ __all__ = [
     "two_level_sample",
 ]
 
-VARIANTS = ("2ls", "s", "sd")
+VARIANTS = ("2ls", "s", "sd", "sd_saturated")
 
 
 class ClusterStats(NamedTuple):
@@ -295,14 +312,16 @@ def cluster_stats(
 def cluster_logits(stats: ClusterStats, query, variant: str, temperature):
     """Cluster logits ``l`` of one query under a rule in :data:`VARIANTS`.
 
-    ``"2ls"``: ``q·mu_c / tau``; ``"s"``: ``+ log n_c``; ``"sd"``: ``+ log n_c +
-    q^T Sigma_c q / (2 tau^2)`` with ``q^T Sigma_c q = dispersion_diag_c · q^2 + |F_c q|^2``
-    (``O(K (r + 1) d)``). Empty clusters get ``-inf`` under every rule.
+    ``"2ls"``: ``q·mu_c / tau``; ``"s"``: ``+ log n_c``; ``"sd"``: ``+ log n_c + v_c / 2``
+    with ``v_c = q^T Sigma_c q / tau^2``, ``q^T Sigma_c q = dispersion_diag_c · q^2 + |F_c q|^2``
+    (``O(K (r + 1) d)``); ``"sd_saturated"``: ``+ log n_c + D(v_c)`` with ``D(v) = v / 2`` for
+    ``v <= 2 log n_c`` and ``sqrt(2 v log n_c) - log n_c`` beyond (module docstring). Empty
+    clusters get ``-inf`` under every rule.
 
     Args:
         stats: :class:`ClusterStats` with K clusters in dimension d.
         query: ``(d,)`` float query.
-        variant: ``"2ls"``, ``"s"`` or ``"sd"`` (static).
+        variant: ``"2ls"``, ``"s"``, ``"sd"`` or ``"sd_saturated"`` (static).
         temperature: positive scalar tau.
 
     Returns:
@@ -317,14 +336,41 @@ def cluster_logits(stats: ClusterStats, query, variant: str, temperature):
     with jax.named_scope("cluster_logits"):
         tau = jnp.asarray(temperature, query.dtype)
         logits = stats.mean @ query / tau
-        if variant in ("s", "sd"):
+        if variant != "2ls":
             logits = logits + stats.log_size
-        if variant == "sd":
+        if variant in ("sd", "sd_saturated"):
             projected = stats.dispersion_factors @ query
             quad = stats.dispersion_diag @ (query * query) + jnp.sum(projected * projected,
                                                                      axis=-1)
-            logits = logits + 0.5 * quad / (tau * tau)
+            variance = quad / (tau * tau)
+            if variant == "sd":
+                logits = logits + 0.5 * variance
+            else:
+                logits = logits + saturated_dispersion(variance, stats.log_size)
         return jnp.where(jnp.isneginf(stats.log_size), -jnp.inf, logits)
+
+
+def saturated_dispersion(variance, log_size):
+    """``D(v) = v / 2`` for ``v <= 2 L``, ``sqrt(2 v L) - L`` beyond (``L = log n_c``).
+
+    The dispersion term of ``"sd_saturated"`` (module docstring): the Gaussian cumulant
+    ``v / 2`` of the within-cluster scores while it holds for ``n_c`` members, the largest
+    member's share past the freezing point ``v = 2 L``. Continuous with its first derivative,
+    ``<= v / 2`` everywhere, finite with finite gradients (an empty cluster, ``L = -inf``, gets
+    0: its logit is masked anyway).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> v = jnp.array([1.0, 2.0 * jnp.log(100.0), 64.0])  # below, at, past 2 log n_c
+        >>> [round(float(d), 3) for d in saturated_dispersion(v, jnp.log(jnp.full(3, 100.0)))]
+        [0.5, 4.605, 19.674]
+    """
+    threshold = 2 * jnp.maximum(log_size, 0)
+    frozen = variance > threshold
+    safe = jnp.where(frozen, variance, threshold)
+    tail = jnp.sqrt(jnp.maximum(threshold * safe, jnp.finfo(variance.dtype).tiny)) \
+        - threshold / 2
+    return jnp.where(frozen, tail, 0.5 * variance)
 
 
 def exhausted_clusters(stats: ClusterStats, cluster_ids, excluded):
@@ -361,6 +407,22 @@ def _excluded_rows(stats: ClusterStats, excluded):
     rows = jnp.where(excluded >= 0, stats.item_rows[jnp.maximum(excluded, 0)], n)
     pad = jnp.full((excluded.shape[0], block), n, jnp.int32)
     return jnp.concatenate([jnp.sort(rows.astype(jnp.int32), axis=1), pad], axis=1)
+
+
+# Longest block whose in-block CDF is jnp.cumsum: inside the per-draw loop a short row's
+# associative scan is cheaper than cumulative_sum's triangular products (19 entries: 0.19 vs
+# 0.50 us per row; 64: 0.40 vs 0.51; 128: 0.74 vs 0.56, measured on XLA:CPU).
+_SHORT_BLOCK = 64
+
+
+def _pick(weights, u):
+    """``min{j : F_j > u F_b}`` for one block's weights (``F`` their CDF, ``u`` in ``[0, 1)``),
+    by a vectorised count (a binary search is a nested loop in every block step); a zero-weight
+    entry is never returned, even where ``u F_b`` rounds up to ``F_b``."""
+    block = weights.shape[0]
+    cdf = jnp.cumsum(weights) if block <= _SHORT_BLOCK else cumulative_sum(weights)
+    last = block - 1 - jnp.argmax(weights[::-1] > 0).astype(jnp.int32)
+    return jnp.minimum(jnp.sum(cdf <= u * cdf[-1], dtype=jnp.int32), last)
 
 
 def _stream(stats: ClusterStats, cluster, query, tau, excluded_rows=None, key=None):
@@ -404,7 +466,7 @@ def _stream(stats: ClusterStats, cluster, query, tau, excluded_rows=None, key=No
         u = jax.random.uniform(jax.random.fold_in(key, k), (), dtype)
         take = u < accept
         # given u < accept, u / accept is uniform on [0, 1): it makes the pick inside the block
-        j = inverse_cdf(weights, u / jnp.where(take, accept, 1), method="compare_all")
+        j = _pick(weights, u / jnp.where(take, accept, 1))
         return (new_total, jnp.where(take, first + j, row),
                 jnp.where(take, scores[j], logit))
 

@@ -121,7 +121,7 @@ def test_zero_dispersion_and_size_bias(x64):
     query = np.asarray([0.3, 0.3])  # clusters 0 and 1 have equal centroid scores
     stats = build(x, ids, rank=1)
     target = np.asarray(exact(x, query))
-    for variant in ("s", "sd"):
+    for variant in ("s", "sd", "sd_saturated"):
         np.testing.assert_allclose(enumerate_all(stats, x, ids, query, variant), target,
                                    atol=1e-12)
     plain = np.exp(np.asarray(enumerate_all(stats, x, ids, query, "2ls")))
@@ -236,10 +236,13 @@ def closed_form(x, ids, query, variant, tau=1.0, excluded=()):
         members = x[ids == c]
         cov = np.cov(members.T, bias=True).reshape(x.shape[1], x.shape[1])
         logit = members.mean(0) @ query / tau
-        if variant in ("s", "sd"):
+        if variant != "2ls":
             logit += np.log(len(members))
+        v, log_n = query @ cov @ query / tau**2, np.log(len(members))
         if variant == "sd":
-            logit += 0.5 * query @ cov @ query / tau**2
+            logit += 0.5 * v
+        if variant == "sd_saturated":  # v / 2 up to v = 2 log n_c, then sqrt(2 v log n_c) - log n_c
+            logit += 0.5 * v if v <= 2 * log_n else np.sqrt(2 * v * log_n) - log_n
         alive = keep & (ids == c)
         logits.append(logit if alive.any() else -np.inf)
         masses.append(np.log(np.exp(scores[alive]).sum()) if alive.any() else -np.inf)
@@ -312,3 +315,29 @@ def test_exhausted_clusters_count_distinct_items():
     np.testing.assert_array_equal(ks.exhausted_clusters(stats, ids, excluded),
                                   [[True, False, False, False], [False, True, False, False],
                                    [False] * 4])
+
+
+def test_saturated_dispersion_is_the_gaussian_term_then_the_largest_member(x64):
+    """D(v) = v/2 up to v = 2 log n (value and slope continuous there), sqrt(2 v log n) - log n
+    past it, never above v/2; for n Gaussian scores it tracks log mean exp(z) on both sides of
+    the freezing point, where v/2 overshoots (n = 10^4 draws, v from 1 to 64: the n-sample
+    log-mean-exp fluctuates by far less than the gaps asserted)."""
+    log_n = np.log(100.0)
+    v = np.linspace(0.0, 40.0, 401)
+    d = np.asarray(ks.saturated_dispersion(jnp.asarray(v), jnp.full(v.shape, log_n)))
+    assert np.all(d <= 0.5 * v + 1e-12)
+    np.testing.assert_allclose(d[v <= 2 * log_n], 0.5 * v[v <= 2 * log_n], rtol=1e-12)
+    slope = jax.grad(lambda u: ks.saturated_dispersion(u, jnp.asarray(log_n)))
+    at = 2 * log_n
+    assert float(slope(at - 1e-9)) == pytest.approx(0.5, rel=1e-6)
+    assert float(slope(at + 1e-9)) == pytest.approx(0.5, rel=1e-6)
+    z = np.random.default_rng(0).standard_normal(10_000)
+    below = np.log(np.mean(np.exp(z)))  # v = 1 < 2 log n: the Gaussian cumulant holds
+    assert float(ks.saturated_dispersion(jnp.asarray(1.0), jnp.log(1e4))) == pytest.approx(
+        below, abs=0.05)
+    # v = 64 > 2 log n = 18.4: v/2 = 32 overshoots log mean exp (~19 nats) by ~13 nats, the
+    # saturated rule (~25) by half that (the largest of n Gaussians sits below sqrt(2 v log n))
+    past = np.log(np.mean(np.exp(8.0 * z)))
+    rule = float(ks.saturated_dispersion(jnp.asarray(64.0), jnp.log(1e4)))
+    assert past < rule < 32.0
+    assert rule - past < 0.6 * (32.0 - past)
