@@ -138,7 +138,7 @@ def test_log_prob_of_every_item_at_scale_within_memory():
     memory = compiled.memory_analysis()
     assert memory.temp_size_in_bytes + memory.output_size_in_bytes <= 2**30
     np.testing.assert_allclose(compiled(index, q, items, None, tau),
-                               index.proposal_log_probs(q), atol=2e-5)
+                               index.proposal_log_probs(q, variant="sd"), atol=2e-5)
 
 
 def test_sharded_item_table_matches():
@@ -275,3 +275,24 @@ def test_bad_inputs_raise():
         softmax.index_from_clusters(x, ids, block_size=0)
     with pytest.raises(TypeError, match="progress"):
         softmax.build_index(jax.random.key(0), x, progress=print)
+
+
+def test_build_index_warns_once_when_kmeans_runs_out_of_iterations():
+    """k-means stopped by max_iterations: info.solver says so and the eager call warns once; a
+    converged build (and a given partition) is silent."""
+    import warnings
+
+    from jaxsample import RESULTS
+
+    x, _ = items_and_ids()
+    with pytest.warns(RuntimeWarning, match="build_index's k-means did not succeed") as caught:
+        _, info = softmax.build_index(jax.random.key(0), x, num_clusters=K, max_iterations=1,
+                                      tolerance=0.0, max_cluster_size=N)
+    assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
+    assert info.solver.result == RESULTS.max_iterations_reached
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, info = softmax.build_index(jax.random.key(0), x, num_clusters=K, max_cluster_size=N)
+        assert info.solver.result == RESULTS.successful
+        _, info = softmax.index_from_clusters(x, items_and_ids()[1])
+        assert info.solver.result == RESULTS.successful
