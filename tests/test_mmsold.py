@@ -409,3 +409,26 @@ def test_checkerboard_is_uniform_on_dark_squares():
     _, counts = np.unique(cells, axis=0, return_counts=True)
     assert counts.shape == (8,)
     assert scipy.stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_exact_tilt_reports_an_unconverged_newton_iteration():
+    """One Newton step from the zero tilt cannot meet float64's 1e-9 moment tolerance on a
+    skewed set: the Info says so under jit and an eager call warns once."""
+    from jaxsample.kernels.solver import RESULTS
+
+    points = [[-2.0], [-1.7], [-1.5], [0.4], [1.1], [2.6]]
+
+    def fit(data):
+        return exact_tilt(data, bandwidth=0.3, smoothing=0.2, grid_size=101,
+                          max_iterations=1)[1]
+
+    with jax.enable_x64(True):
+        data = jnp.asarray(points, jnp.float64)
+        traced = jax.jit(fit)(data)
+        assert traced.solver.result == RESULTS.max_iterations_reached
+        assert float(traced.moment_error) > 1e-9
+        with pytest.warns(RuntimeWarning, match="exact_tilt.*did not succeed"):
+            eager = fit(data)
+        assert not bool(eager.solver.converged)
+        solved = exact_tilt(data, bandwidth=0.3, smoothing=0.2, grid_size=101)[1]
+        assert bool(solved.solver.converged)

@@ -23,6 +23,7 @@ from jaxsample._checks import (
     check_int,
     check_key,
 )
+from jaxsample._solver import warn_if_unsuccessful
 from jaxsample.kernels import chunking, pairwise
 from jaxsample.kernels.interactions import (
     antithetic_normal,
@@ -206,7 +207,9 @@ def exact_tilt(data, *, bandwidth, smoothing, grid_size: int = 201, margin=None,
 
     Returns:
         ``(Tilt, ExactTiltInfo)``: the tilt, and the Newton status, the moment error and the
-        grid densities (``grid``/``log_density`` for plotting).
+        grid densities (``grid``/``log_density`` for plotting). ``info.solver`` succeeds only
+        when the moment error is below ``tol``; an eager call that misses it warns once
+        (``RuntimeWarning``), a traced one leaves the status in the Info.
 
     Example:
         >>> import numpy as np
@@ -230,9 +233,11 @@ def exact_tilt(data, *, bandwidth, smoothing, grid_size: int = 201, margin=None,
     if tol is None:
         tol = 1e-9 if data.dtype == jnp.float64 else 1e-5
     tol = check_hyperparameter("tol", tol)
-    return _exact_tilt(data, targets.mean, targets.cov, bandwidth, smoothing, margin, tol,
-                       grid_size=grid_size, num_quadrature=num_quadrature,
-                       max_iterations=max_iterations)
+    tilt, info = _exact_tilt(data, targets.mean, targets.cov, bandwidth, smoothing, margin, tol,
+                             grid_size=grid_size, num_quadrature=num_quadrature,
+                             max_iterations=max_iterations)
+    warn_if_unsuccessful(info.solver, "exact_tilt's Newton iteration")
+    return tilt, info
 
 
 @functools.partial(jax.jit, static_argnames=("grid_size", "num_quadrature", "max_iterations"))

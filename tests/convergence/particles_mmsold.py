@@ -6,8 +6,9 @@ is the tilted law ``p* ∝ e^{−V − λu − Λu²/2}`` of its large-particle 
 :func:`exact_tilt` computes by quadrature (float64, moment error below 1e-9); the naive
 smoothed Langevin baseline targets ``e^{−V}`` itself (``ExactTiltInfo.naive_log_density``). The
 statistic: the TV between 16 equal-probability bins of the reference law and the histogram of
-2 048 particles after ``num_steps`` from a unimodal Gaussian start with the KDE's mean and variance (``step_size`` has no default: 0.02, a tenth of the explicit
-step's stability bound ``2σ_g²/Σ*``); its floor is the same TV of 2 048 exact draws of the binned
+2 048 particles after ``num_steps``, started from a unimodal Gaussian with the KDE's mean and
+variance (``step_size`` has no default: 0.02, a tenth of the explicit step's stability bound
+``2σ_g²/Σ*``); its floor is the same TV of 2 048 exact draws of the binned
 law. At B = 2 048 MM-SOLD's finite-B bias and the Leimkuhler–Matthews discretisation bias
 (O(h²)) are far below that floor, so the defaults must reach it.
 """
@@ -119,7 +120,8 @@ def _zeros(keys_):
     return np.zeros(len(keys_))
 
 
-_PROBLEM = "10 points of a bimodal 1-D set, σ_g = 0.3, s = 0.2, 2 048 particles from N(mean, var) of the KDE (unimodal)"
+_PROBLEM = ("10 points of a bimodal 1-D set, σ_g = 0.3, s = 0.2, 2 048 particles from the "
+            "KDE's N(mean, var) (unimodal)")
 _FLOOR = "TV of 2 048 exact draws of the 16 equal-probability bins (multinomial, p = 1/16)"
 
 ENTRIES = [
