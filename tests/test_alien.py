@@ -11,6 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.special
 import scipy.stats
 from _stats import chisquare_pvalue
@@ -277,3 +278,29 @@ def test_per_candidate_scores_in_enumeration_order_give_the_exact_path():
     counts = np.bincount([lookup[tuple(s)] for s in np.asarray(x).tolist()],
                          minlength=len(index))
     assert chisquare_pvalue(counts, restricted) > P_VALUE
+
+
+class _Broken(eqx.Module):
+    """An availability model that is infinite on every set holding atom 5."""
+
+    scale: jax.Array
+
+    def __call__(self, sets):
+        return jnp.where(jnp.any(sets == 5, axis=-1), jnp.inf, self.scale * sets[:, 0].astype(self.scale.dtype))
+
+
+def test_a_callable_non_finite_beyond_its_first_output_is_flagged_in_info():
+    world = _world()
+    model = _Broken(jnp.asarray(0.1, jnp.float32))
+    # eagerly the first output (two sets without atom 5) passes; the draws' Info flags the rest
+    _, info = choice.tilted_sample(jax.random.key(10), world.coherence_logits,
+                                   log_availability_fn=model, num_samples=50)
+    assert bool(info.nonfinite)
+    # under jit the weights are traced, so no eager probe can see them: the Info flags it
+    _, info = jax.jit(lambda m: choice.tilted_sample(
+        jax.random.key(10), world.coherence_logits, log_availability_fn=m, num_samples=50))(model)
+    assert bool(info.nonfinite)
+    # a first output that is not finite is refused eagerly, naming the argument
+    with pytest.raises(ValueError, match="log_availability_fn must return finite"):
+        choice.tilted_sample(jax.random.key(10), world.coherence_logits, num_samples=50,
+                             log_availability_fn=lambda sets: jnp.full(sets.shape[0], jnp.nan))
