@@ -131,7 +131,8 @@ def recall_at_10(params, positives, test_users, test_items):
 
 
 def train(method: str, data: Data, cfg: Config, *, echo=print) -> dict:
-    """Trains one model; returns recall@10 per epoch and seconds per epoch."""
+    """Trains one model; returns recall@10 per epoch, seconds per epoch and the trained
+    ``params`` (the user and item embedding tables)."""
     optimizer = optax.adam(cfg.learning_rate)
     params = init_params(cfg, data)
     state = optimizer.init(params)
@@ -191,7 +192,8 @@ def train(method: str, data: Data, cfg: Config, *, echo=print) -> dict:
     rebuild = (float(np.median(rebuild_seconds[1:] or rebuild_seconds)) / cfg.rebuild_every
                if rebuild_seconds else 0.0)
     return {"method": method, "recall": epochs[-1]["recall"], "epochs": epochs,
-            "seconds_per_epoch": running + rebuild, "rebuild_seconds_per_epoch": rebuild}
+            "seconds_per_epoch": running + rebuild, "rebuild_seconds_per_epoch": rebuild,
+            "params": params}
 
 
 def plot(results, path):
