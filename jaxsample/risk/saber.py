@@ -43,7 +43,6 @@ import numpy as np
 import optax
 
 from jaxsample._batching import vmap_in_blocks
-from jaxsample._solver import warn_if_unsuccessful
 from jaxsample._checks import (
     check_array,
     check_choice,
@@ -53,6 +52,7 @@ from jaxsample._checks import (
     common_float_dtype,
     is_concrete,
 )
+from jaxsample._solver import warn_if_unsuccessful
 from jaxsample.kernels import betabinomial as bb
 from jaxsample.kernels.roots import bisect
 from jaxsample.kernels.solver import SolverStats

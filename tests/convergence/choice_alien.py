@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.special
+
 from convergence import Entry, multinomial_tv_floor, tv_counts
 
 NUM_ATOMS, SIZE, NUM_COMMUNITIES = 8, 3, 3

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 import scipy.special
+
 from convergence import Entry, multinomial_tv_floor, tv_counts
 
 NUM_DILEMMAS, NUM_OPTIONS, THETA = 60, 3, np.array([1.5, -0.5, 0.8])
@@ -38,7 +39,7 @@ def _seed(key) -> int:
     return int(jax.random.randint(key, (), 0, 2**31 - 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _problem(seed: int):
     rng = np.random.default_rng(seed)
     features = rng.normal(size=(NUM_DILEMMAS, NUM_OPTIONS, THETA.size))

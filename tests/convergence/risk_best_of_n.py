@@ -10,8 +10,8 @@ perfect simulator scores.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+
 from convergence import Entry
 
 P_CORRECT, N = 0.35, 50

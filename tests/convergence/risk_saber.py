@@ -26,6 +26,7 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 import scipy.stats
+
 from convergence import Entry
 
 NUM_PROMPTS, TRIALS, ALPHA, BETA = 150, 25, 0.8, 3.0
@@ -41,7 +42,7 @@ def _counts(key) -> np.ndarray:
                                      random_state=np.random.default_rng(seed))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _data(keys_bytes: bytes) -> np.ndarray:
     keys = jax.random.wrap_key_data(jnp.asarray(np.frombuffer(keys_bytes, np.uint32)
                                                 .reshape(-1, 2)))
