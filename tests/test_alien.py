@@ -286,7 +286,8 @@ class _Broken(eqx.Module):
     scale: jax.Array
 
     def __call__(self, sets):
-        return jnp.where(jnp.any(sets == 5, axis=-1), jnp.inf, self.scale * sets[:, 0].astype(self.scale.dtype))
+        first = sets[:, 0].astype(self.scale.dtype)
+        return jnp.where(jnp.any(sets == 5, axis=-1), jnp.inf, self.scale * first)
 
 
 def test_a_callable_non_finite_beyond_its_first_output_is_flagged_in_info():
