@@ -94,6 +94,8 @@ class PaddedIncidence(eqx.Module):
     Memory and every pass are ``O(n·d)`` for rows of width d, never ``O(n·m)``: the form for
     n = 10⁶ elements. Build it with :meth:`from_indices`, which checks the ids (the fields
     themselves are taken as valid) and adds the transposed index ``members`` when it is compact.
+    Build it through :class:`jaxsample.subset.PaddedIncidence`, whose ``from_indices`` checks
+    the ids; this kernel-layer constructor takes them as valid.
 
     ``Bx`` is d one-dimensional gathers ``x[indices[:, j]]``; ``Bᵀu`` is, with ``members``, the
     gathers ``u[members[r]]`` summed over the rows r, and a scatter-add (segment sum) without it.
@@ -115,21 +117,18 @@ class PaddedIncidence(eqx.Module):
 
     @classmethod
     def from_indices(cls, indices, *, num_sets: int) -> PaddedIncidence:
-        """The padded incidence from per-element set ids, checked.
+        """The padded incidence from per-element set ids (unchecked: the public
+        :meth:`jaxsample.subset.PaddedIncidence.from_indices` checks them first).
 
         Args:
             indices: ``(n, d)`` integer set ids in ``[0, num_sets)``, padded with ``-1`` (or
-                ``num_sets``); a row must not repeat a set. Checked when concrete.
+                ``num_sets``); a row does not repeat a set.
             num_sets: m, a Python int ``>= 1``.
 
         The transposed index ``members`` is built (host side, one sort of the ids) when the
         ids are concrete and it holds at most four times the number of incidences
         (``w·m <= 4·nnz``: no set far larger than the mean); otherwise ``Bᵀu`` is the segment
         sum.
-
-        Raises:
-            ValueError, TypeError: naming ``indices`` or ``num_sets`` (ids out of range, a set
-                repeated within a row, wrong rank or dtype).
 
         Example:
             >>> import numpy as np
@@ -138,30 +137,9 @@ class PaddedIncidence(eqx.Module):
             >>> inc.indices.tolist(), inc.num_sets
             ([[0, 2], [1, 3], [2, 3]], 3)
         """
-        # a kernel imports no jaxsample checks: these few are written out
-        if isinstance(num_sets, bool) or not isinstance(num_sets, int | np.integer):
-            raise TypeError(f"num_sets must be a Python int >= 1, got {type(num_sets).__name__}")
-        if num_sets < 1:
-            raise ValueError(f"num_sets must be >= 1, got {num_sets}")
-        num_sets = int(num_sets)
         if isinstance(indices, jax.core.Tracer):
-            if indices.ndim != 2 or not jnp.issubdtype(indices.dtype, jnp.integer):
-                raise ValueError(f"indices must be a 2-D integer array, got {indices.dtype} "
-                                 f"of shape {indices.shape}")
             return cls(jnp.where(indices < 0, num_sets, indices).astype(jnp.int32), num_sets)
-        host = np.asarray(indices)
-        if host.ndim != 2 or host.shape[0] < 1:
-            raise ValueError(f"indices must have 2 dimensions (n, d) with n >= 1, got shape "
-                             f"{host.shape}")
-        if not np.issubdtype(host.dtype, np.integer):
-            raise TypeError(f"indices must be integer, got dtype {host.dtype}")
-        if host.size and (host.min() < -1 or host.max() > num_sets):
-            raise ValueError(f"indices must be set ids in [0, num_sets = {num_sets}) or the pad "
-                             f"-1, got values in [{host.min()}, {host.max()}]")
-        host = np.where(host < 0, num_sets, host)
-        ordered = np.sort(host, axis=1)
-        if bool(np.any((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] < num_sets))):
-            raise ValueError("indices must not repeat a set within a row (element)")
+        host = np.where(np.asarray(indices) < 0, num_sets, np.asarray(indices))
         return cls(jnp.asarray(host, jnp.int32), num_sets, _transposed_index(host, num_sets))
 
 

@@ -24,10 +24,9 @@ import numpy as np
 
 from jaxsample._checks import check_int
 from jaxsample.kernels import coverage as coverage_kernel
-from jaxsample.kernels.coverage import PaddedIncidence
 from jaxsample.kernels.pairwise import sq_norms
 from jaxsample.subset._incidence import prepare_incidence
-from jaxsample.subset.coverage import max_coverage_relaxation
+from jaxsample.subset.coverage import PaddedIncidence, max_coverage_relaxation
 from jaxsample.subset.ksubset import conditional_poisson, correlated_k_subset, fit_weights
 
 __all__ = ["GreedyInfo", "coverage_figure", "greedy_max_coverage", "k_center_greedy",

@@ -60,10 +60,9 @@ from jaxsample._checks import (
 )
 from jaxsample._solver import warn_if_unsuccessful
 from jaxsample.kernels import coverage as kernel
-from jaxsample.kernels.coverage import PaddedIncidence
 from jaxsample.kernels.solver import SolverStats, sequential
 from jaxsample.subset._incidence import prepare_incidence
-from jaxsample.subset.ksubset import _checked_round
+from jaxsample.subset.ksubset import checked_rounding
 
 __all__ = [
     "CoverageInfo",
@@ -74,6 +73,48 @@ __all__ = [
     "max_coverage_relaxation",
     "stable_max_coverage",
 ]
+
+class PaddedIncidence(kernel.PaddedIncidence):
+    """Sparse incidence: for each element, the ids of the sets that contain it.
+
+    The form for n = 10⁶ elements: memory and every pass are ``O(n·d)`` for rows of width d,
+    never ``O(n·m)`` (see :class:`jaxsample.kernels.coverage.PaddedIncidence` for the layout and
+    the transposed index ``members``). Build it with :meth:`from_indices`, which checks the ids.
+    """
+
+    @classmethod
+    def from_indices(cls, indices, *, num_sets: int) -> PaddedIncidence:
+        """The padded incidence from per-element set ids, checked.
+
+        Args:
+            indices: ``(n, d)`` integer set ids in ``[0, num_sets)``, padded with ``-1`` (or
+                ``num_sets``); a row must not repeat a set. Values are checked when concrete.
+            num_sets: m, a Python int ``>= 1``.
+
+        Raises:
+            ValueError, TypeError: naming ``indices`` or ``num_sets`` (ids out of range, a set
+                repeated within a row, wrong rank or dtype).
+
+        Example:
+            >>> import numpy as np
+            >>> inc = PaddedIncidence.from_indices(np.array([[0, 2], [1, -1], [2, -1]]),
+            ...                                    num_sets=3)
+            >>> inc.indices.tolist(), inc.num_sets
+            ([[0, 2], [1, 3], [2, 3]], 3)
+        """
+        num_sets = check_int("num_sets", num_sets, 1)
+        array = check_array("indices", indices, ndim=2, kind="integer", min_rows=1)
+        if not is_concrete(array):
+            return super().from_indices(array, num_sets=num_sets)
+        host = np.asarray(indices) if isinstance(indices, np.ndarray) else np.asarray(array)
+        if host.size and (host.min() < -1 or host.max() > num_sets):
+            raise ValueError(f"indices must be set ids in [0, num_sets = {num_sets}) or the pad "
+                             f"-1, got values in [{host.min()}, {host.max()}]")
+        ordered = np.sort(np.where(host < 0, num_sets, host), axis=1)
+        if bool(np.any((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] < num_sets))):
+            raise ValueError("indices must not repeat a set within a row (element)")
+        return super().from_indices(host, num_sets=num_sets)
+
 
 DEFAULT_TOLERANCE = 1e-3       # relative duality gap
 _STEPS_PER_UNIT_REG = 8000      # default cap: ⌈8000 · w̄ / reg⌉ mirror steps (module docstring)
@@ -313,7 +354,7 @@ def stable_max_coverage(key, incidence, k: int, *, reg, weights=None,
     # shape and reused across calls that share them (under an outer jit they are inlined); the
     # rounding checks the scheme, the fit's settings and x* itself (in [0, 1], summing to k)
     x, relaxed = _relax(incidence, weights, k, reg, num_steps, gap_tolerance, progress, total)
-    mask, fit = _checked_round(key, x, k, scheme=scheme, tolerance=tolerance,
+    mask, fit = checked_rounding(key, x, k, scheme=scheme, tolerance=tolerance,
                                max_iterations=max_iterations)
     info = _assemble(incidence, weights, x, relaxed, mask, fit)
     warn_if_unsuccessful(info.solver, "stable_max_coverage (relaxation, then the rounding's fit)")

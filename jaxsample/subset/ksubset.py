@@ -309,13 +309,13 @@ def correlated_k_subset(key, marginals, k: int, *, scheme: str = "cp", tolerance
         >>> bool(info.solver.converged), bool(info.nonfinite)
         (True, False)
     """
-    mask, info = _checked_round(key, marginals, k, scheme=scheme, tolerance=tolerance,
+    mask, info = checked_rounding(key, marginals, k, scheme=scheme, tolerance=tolerance,
                                 max_iterations=max_iterations)
     warn_if_unsuccessful(info.solver, "correlated_k_subset's weight fit")
     return mask, info
 
 
-def _checked_round(key, marginals, k, *, scheme, tolerance, max_iterations):
+def checked_rounding(key, marginals, k, *, scheme, tolerance, max_iterations):
     """:func:`correlated_k_subset` without its warning (a caller that reports the fit itself)."""
     key = check_key("key", key)
     marginals, k = _check_marginals(marginals, k)
