@@ -112,7 +112,7 @@ class VMFPath(SpherePath):
       trained under each schedule's own κ law, one seed) t² gave more valid grids at NFE 32,
       PC 0.53 vs 0.41 and ODE 0.23 vs 0.19: a network that is least accurate near the clean
       end profits from the extra steps there.
-    * ``corrector="variance"`` (the default until the convergence check below): ε =
+    * ``corrector="variance"`` (the PC default before the measurement below): ε =
       c/(κ(t) + d − 1), the per-direction variance of vMF(κ), so each Langevin step moves a
       fixed fraction of the conditional spread at every κ. It does not vanish at the clean end
       nor as the steps shrink, where an unadjusted Langevin step of ε ≈ c/κ leaves a stationary
