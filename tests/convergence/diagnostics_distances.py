@@ -21,7 +21,7 @@ _X = np.random.default_rng(3).standard_normal((200, 3)) @ np.diag([1.0, 0.5, 2.0
 
 def _error(budget, keys_):
     x = jnp.asarray(_X, jnp.float32)
-    values = jax.vmap(lambda k: sliced_wasserstein(k, x, x + jnp.asarray(SHIFT, jnp.float32),
+    values = jax.vmap(lambda k: sliced_wasserstein(k, x, x + jnp.asarray(SHIFT, jnp.float32)[None],
                                                    num_projections=budget)[0])(keys_)
     return np.abs(np.asarray(values, float) - EXACT)
 

@@ -18,8 +18,13 @@ import jaxsample
 from convergence import Entry, Limit, multinomial_tv_floor, tv_counts
 from convergence.mcmc_mala import COV, MEAN, gaussian_logdensity
 from jaxsample.diagnostics import energy_distance
-from jaxsample.mcmc import adaptive_stop, mala, optimal_stop_tabular, sample_until_stopped
-from jaxsample.mcmc import train_stopping
+from jaxsample.mcmc import (
+    adaptive_stop,
+    mala,
+    optimal_stop_tabular,
+    sample_until_stopped,
+    train_stopping,
+)
 
 NUM_STATES = 8
 PI = np.array([1, 2, 4, 3, 1, 0.5, 2, 6], float)
@@ -138,7 +143,7 @@ ENTRIES = [
                  f"p₀ ∝ (6, 3, 1, 1, 1, 1, 1, 1), exact σ* (E[L*] = {EXPECTED_LENGTH:.1f}); TV of "
                  "4 000 chains' positions after num_steps"),
         knob="num_steps",
-        budgets=(8, 64, 512),
+        budgets=(4, 16, 64),
         error=_error,
         floor=lambda keys_: multinomial_tv_floor(keys_, PI, NUM_CHAINS),
         floor_formula="TV of 4 000 exact categorical draws of π against π",

@@ -2,8 +2,8 @@
 
 σ-CFDM at ``smoothing = 0`` is the exact closed-form flow of the empirical law: its endpoint is
 uniform over the training points, so the statistic is the TV between that uniform law and the
-histogram of 4 000 samples assigned to their nearest point (8 points of a skewed 2-D set; the
-tests use Gaussian data), budget ``num_steps``; floor: 4 000 exact uniform draws.
+histogram of 2 000 samples assigned to their nearest point (8 points of a skewed 2-D set; the
+tests use Gaussian data), budget ``num_steps``; floor: 2 000 exact uniform draws.
 SVGD (defaults: Adam at 0.1, RBF kernel at the median heuristic) on the correlated Gaussian of
 the MCMC entries with 100 particles from ``N(0, 0.1² I)``, budget ``num_steps``; the whitened
 moment error against 100 exact draws.
@@ -19,7 +19,7 @@ from jaxsample.particles import cfdm_sample, svgd
 
 POINTS = np.array([[0.0, 0.0], [1.0, 0.2], [2.5, -0.5], [-1.0, 1.5], [0.5, 2.0],
                    [-2.0, -1.0], [1.5, 1.5], [3.0, 1.0]])
-NUM_SAMPLES = 4000
+NUM_SAMPLES = 2000
 _UNIFORM = np.full(len(POINTS), 1.0 / len(POINTS))
 
 
@@ -52,12 +52,12 @@ ENTRIES = [
         name="particles.cfdm_sample/memorising-flow",
         covers=("particles.cfdm_sample",),
         problem=("smoothing 0 on 8 points of a skewed 2-D set (the exact endpoint: uniform on "
-                 "them); TV of 4 000 samples' nearest-point histogram"),
+                 "them); TV of 2 000 samples' nearest-point histogram"),
         knob="num_steps",
         budgets=(4, 16, 64),
         error=_cfdm_error,
         floor=lambda keys_: multinomial_tv_floor(keys_, _UNIFORM, NUM_SAMPLES),
-        floor_formula="TV of 4 000 exact uniform draws over the 8 points",
+        floor_formula="TV of 2 000 exact uniform draws over the 8 points",
     ),
     Entry(
         name="particles.svgd/correlated-gaussian",
