@@ -5,6 +5,13 @@ other non-CW arm by 0.4, the other pairs are near ½), runs full-gap, winner-row
 sampling over seeds for each K and plots the mean duels to certified identification at level
 δ, with the correctness rate.
 
+Then the ask/tell interface on *recorded* outcomes: no offline pairwise-outcome data set (a sports
+or judgement log) ships with the library or its data packages, so a log of graded verdicts
+(fractions in [0, 1], a judge's share of preference for i) is drawn once into a table, and
+``CondorcetIdentification`` replays it: each ``ask`` takes the next unused verdict of the pair it
+names. A real log is used the same way (``--replay-log`` reads a ``.npz`` with ``outcomes[i, j,
+n]``, ``n``-th verdict of i against j, NaN-padded).
+
     python examples/dueling_bandits.py --out examples/out/dueling_bandits.png
 """
 
@@ -16,7 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxsample.decision import PreferenceMatrix, identify_condorcet
+from jaxsample.decision import CondorcetIdentification, PreferenceMatrix, identify_condorcet
 from jaxsample.report import markdown_table
 
 
@@ -29,7 +36,9 @@ def main(argv=None):
     parser.add_argument("--num-seeds", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("examples/out/dueling_bandits.png"))
+    parser.add_argument("--replay-log", type=Path, default=None)
     args = parser.parse_args(argv)
+    replay(args)
 
     keys = jax.random.split(jax.random.key(args.seed), args.num_seeds)
     results = {s: [] for s in args.strategies}
@@ -64,6 +73,38 @@ def main(argv=None):
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
+
+
+def replay(args):
+    """Certifies a winner from a table of recorded verdicts through ask/tell (host loop)."""
+    if args.replay_log is not None:
+        outcomes = np.load(args.replay_log)["outcomes"]
+    else:  # a recorded log stand-in: 2 000 graded verdicts per pair, Beta with mean q
+        prefs = PreferenceMatrix.informative(6, winner_gap=0.25, seed=args.seed)
+        q = np.asarray(prefs.probs, np.float64)
+        rng = np.random.default_rng(args.seed)
+        draws = rng.beta(6 * q[..., None] + 1e-3, 6 * (1 - q[..., None]) + 1e-3,
+                         (*q.shape, 2000))
+        outcomes = np.where(np.arange(q.shape[0])[:, None, None]
+                            < np.arange(q.shape[0])[None, :, None], draws,
+                            1 - np.swapaxes(draws, 0, 1))
+    k = outcomes.shape[0]
+    used = np.zeros((k, k), int)
+    m = CondorcetIdentification(k, delta=args.delta)
+    state = m.init(jax.random.key(args.seed))
+    key = jax.random.key(args.seed + 1)
+    while not bool(m.done(state)):
+        i, j = (int(v) for v in m.ask(key, state))
+        n = used[min(i, j), max(i, j)]
+        verdict = outcomes[i, j, n] if n < outcomes.shape[2] else np.nan
+        if not np.isfinite(verdict):
+            print(f"the log ran out of verdicts for pair ({i}, {j}) after {n}")
+            break
+        used[min(i, j), max(i, j)] += 1
+        state = m.tell(state, i, j, float(verdict))
+    winner, info = m.result(state)
+    print(f"replayed log: winner {int(winner)}, certified {bool(info.determined)} "
+          f"after {int(info.num_duels)} recorded verdicts")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsample
-from jaxsample.decision import TabularMDP, run_psrl, run_ucbvi
+from jaxsample.decision import TabularMDP, run_psrl, run_psrl_env, run_ucbvi
 from jaxsample.kernels.tabular import dirichlet
 
 _EPISODES = 6  # with S=3, A=2, H=4 the configurations below share the contract's compilations
@@ -181,3 +181,57 @@ def test_ucbvi_reports_when_its_bonus_steers():
     _, informed = run_ucbvi(jax.random.key(0), mdp, num_episodes=_EPISODES, initial_counts=huge,
                             bonus_scale=0.0)
     assert not np.any(np.asarray(informed.explored)) and int(informed.num_explore) == 0
+
+
+def _simulator(mdp):
+    """A simulator of a homogeneous TabularMDP, as a user with a model would write it."""
+    def env_step(key, s, a):
+        return jax.random.categorical(key, jnp.log(mdp.transitions[0, s, a])), mdp.rewards[0, s, a]
+
+    return env_step
+
+
+def test_simulator_of_a_tabular_mdp_gives_the_array_paths_regret_curve():
+    """The simulator built from a TabularMDP (given as 3-D homogeneous arrays) with its known
+    rewards gives, key for key, the array path's policies: their exact regret curve equals
+    run_psrl's, for PSRL and for π0-PSRL."""
+    base = TabularMDP.riverswim(num_states=3, horizon=4)
+    mdp = TabularMDP(base.transitions[0], base.rewards[0], horizon=4)
+    np.testing.assert_array_equal(np.asarray(mdp.transitions), np.asarray(base.transitions))
+    v_star = float(mdp.initial @ mdp.backward_induction()[0][0])
+    for variant in ("psrl", "pi0"):
+        _, arrays = run_psrl(jax.random.key(4), mdp, num_episodes=_EPISODES, variant=variant)
+        counts, env = run_psrl_env(jax.random.key(4), _simulator(mdp), num_states=3,
+                                   num_actions=2, horizon=4, num_episodes=_EPISODES,
+                                   rewards=mdp.rewards[0], variant=variant, store_policies=True)
+        values = jax.vmap(lambda p: mdp.initial @ mdp.evaluate_policy(p)[0])(env.policies)
+        np.testing.assert_allclose(v_star - np.asarray(values), np.asarray(arrays.regret),
+                                   atol=1e-6)
+        np.testing.assert_array_equal(np.asarray(env.explored), np.asarray(arrays.explored))
+        assert int(counts.sum()) == _EPISODES * 4 and not bool(env.nonfinite)
+
+
+def test_learned_rewards_are_the_observed_sums():
+    """With rewards=None, reward_sums are the sums of the rewards observed on each pair (from
+    the stored trajectories), and a simulator's bad outputs are refused eagerly."""
+    import pytest
+
+    mdp = TabularMDP.riverswim(num_states=3, horizon=4)
+    counts, info = run_psrl_env(jax.random.key(6), _simulator(mdp), num_states=3, num_actions=2,
+                                horizon=4, num_episodes=_EPISODES, store_trajectories=True)
+    states, actions = np.asarray(info.states), np.asarray(info.actions)
+    r = np.asarray(mdp.rewards[0])
+    expected = np.zeros((1, 3, 2))
+    np.add.at(expected[0], (states[:, :-1], actions), r[states[:, :-1], actions])
+    np.testing.assert_allclose(np.asarray(info.reward_sums), expected, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(info.returns), r[states[:, :-1], actions].sum(1),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="next_state must lie"):
+        run_psrl_env(jax.random.key(0), lambda k, s, a: (jnp.int32(7), 0.5), num_states=3,
+                     num_actions=2, horizon=4, num_episodes=2)
+    with pytest.raises(ValueError, match="reward must be finite and in"):
+        run_psrl_env(jax.random.key(0), lambda k, s, a: (s, jnp.float32(2.0)), num_states=3,
+                     num_actions=2, horizon=4, num_episodes=2)
+    with pytest.raises(TypeError, match="next_state must be an integer"):
+        run_psrl_env(jax.random.key(0), lambda k, s, a: (0.5, 0.5), num_states=3,
+                     num_actions=2, horizon=4, num_episodes=2)

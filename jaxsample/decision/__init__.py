@@ -14,9 +14,11 @@ from jaxsample.decision.dueling import DuelInfo as DuelInfo
 from jaxsample.decision.dueling import DuelState as DuelState
 from jaxsample.decision.dueling import PreferenceMatrix as PreferenceMatrix
 from jaxsample.decision.dueling import identify_condorcet as identify_condorcet
+from jaxsample.decision.psrl import PSRLEnvInfo as PSRLEnvInfo
 from jaxsample.decision.psrl import PSRLInfo as PSRLInfo
 from jaxsample.decision.psrl import TabularMDP as TabularMDP
 from jaxsample.decision.psrl import run_psrl as run_psrl
+from jaxsample.decision.psrl import run_psrl_env as run_psrl_env
 
 __all__: list[str] = [
     "BOFitInfo",
@@ -25,6 +27,7 @@ __all__: list[str] = [
     "CondorcetIdentification",
     "DuelInfo",
     "DuelState",
+    "PSRLEnvInfo",
     "PSRLInfo",
     "PreferenceMatrix",
     "SphericalLinearBO",
@@ -32,5 +35,6 @@ __all__: list[str] = [
     "TrustRegion",
     "identify_condorcet",
     "run_psrl",
+    "run_psrl_env",
     "run_ucbvi",
 ]

@@ -1,6 +1,8 @@
 """Contract entries: PSRL and π0-PSRL on tabular MDPs (``jaxsample.decision.psrl``), and the
 UCBVI baseline on the same MDP."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from contract import KEY, BadInput, Entry
@@ -31,6 +33,28 @@ def _ucbvi(dtype):
 def _ucbvi_bonus(dtype):
     mdp = _mdp(dtype)
     return lambda key, h: decision.run_ucbvi(key, mdp, num_episodes=6, bonus_scale=h)
+
+
+def _env(dtype, gap=1e-6):
+    mdp = _mdp(dtype)
+
+    def env_step(key, s, a):
+        return jax.random.categorical(key, jnp.log(mdp.transitions[0, s, a])), mdp.rewards[0, s, a]
+
+    def fn(key, gap=gap):
+        return decision.run_psrl_env(key, env_step, num_states=3, num_actions=2, horizon=4,
+                                     num_episodes=6, initial=mdp.initial, variant="pi0",
+                                     disagreement="value_gap", gap_threshold=gap)
+
+    return fn
+
+
+def _env_threshold(dtype):
+    return lambda key, h: _env(dtype)(key, gap=h)
+
+
+def _step(key, s, a):
+    return s, jnp.float32(0.5)
 
 
 _P = np.full((2, 2, 2, 2), 0.5)
@@ -81,5 +105,40 @@ ENTRIES = [
         ),
         note="run_ucbvi(key, mdp, *, num_episodes) -> (counts, PSRLInfo), 6 episodes on the "
              "PSRL entry's 3-state RiverSwim; the bonus scale is traced",
+    ),
+    Entry(
+        name="decision.psrl/env",
+        module="jaxsample.decision.psrl",
+        build=_env,
+        covers=("decision.run_psrl_env",),
+        hyper=_env_threshold,
+        hyper_values=(1e-6, 0.05),
+        bad_inputs=(
+            BadInput(lambda: decision.run_psrl_env(KEY, "env", num_states=2, num_actions=2,
+                                                   horizon=2, num_episodes=2), TypeError,
+                     "env_step"),
+            BadInput(lambda: decision.run_psrl_env(KEY, lambda k, s, a: s, num_states=2,
+                                                   num_actions=2, horizon=2, num_episodes=2),
+                     ValueError, "env_step"),
+            BadInput(lambda: decision.run_psrl_env(KEY, lambda k, s, a: (s, jnp.nan),
+                                                   num_states=2, num_actions=2, horizon=2,
+                                                   num_episodes=2), ValueError, "reward"),
+            BadInput(lambda: decision.run_psrl_env(KEY, _step, num_states=2, num_actions=2,
+                                                   horizon=2, num_episodes=0), ValueError,
+                     "num_episodes"),
+            BadInput(lambda: decision.run_psrl_env(KEY, _step, num_states=2, num_actions=2,
+                                                   horizon=2, num_episodes=2,
+                                                   rewards=np.ones((3, 2), np.float32)),
+                     ValueError, "rewards"),
+            BadInput(lambda: decision.run_psrl_env(KEY, _step, num_states=2, num_actions=2,
+                                                   horizon=2, num_episodes=2,
+                                                   initial=np.array([0.3, 0.3])), ValueError,
+                     "initial"),
+            BadInput(lambda: decision.TabularMDP(_P[0], _R[0]), ValueError, "horizon"),
+        ),
+        note="run_psrl_env(key, env_step, *, num_states, num_actions, horizon, num_episodes, "
+             "rewards=None (learned), initial, ...) -> (counts, PSRLEnvInfo); the simulator of "
+             "the PSRL entry's RiverSwim, learned rewards; gap_threshold traced; equality with "
+             "the array path in tests/test_psrl.py",
     ),
 ]

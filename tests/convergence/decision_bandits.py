@@ -1,12 +1,12 @@
 """Dueling bandits, PSRL and UCBVI (``jaxsample.decision``): what their budgets drive to a floor.
 
 Condorcet identification (``budget``; ``identify_condorcet`` is ``CondorcetIdentification.run``
-with a matrix oracle, so the entry covers both). The error is the probability that the returned arm is not
-the Condorcet winner, estimated per seed from 40 vmapped runs on a K = 5 matrix the method's
-tests do not use. A small budget ends undetermined and returns the best empirical row, often
-wrong; once the budget covers the stopping time every run is certified, and the anytime radius
-bounds the error by δ. So the floor is 0 and ``atol = δ = 0.05`` (the default): converged means
-"wrong at most as often as certified".
+with a matrix oracle, so the entry covers both). The error is the probability that the returned arm
+is not the Condorcet winner, estimated per seed from 40 vmapped runs on a K = 5 matrix the method's
+tests do not use. A small budget ends undetermined and returns the best empirical row, often wrong;
+once the budget covers the stopping time every run is certified, and the anytime radius bounds the
+error by δ. So the floor is 0 and ``atol = δ = 0.05`` (the default): converged means "wrong at most
+as often as certified".
 
 PSRL and UCBVI (``num_episodes``). A regret minimiser converges when the policies it plays
 approach the optimal one: the error is the exact per-episode regret ``V*₁(ρ) − V^{π_k}₁(ρ)``
@@ -18,7 +18,9 @@ of optimal on average.
 PSRL uses nothing of ``num_episodes`` but the number of episodes (its posterior and keys do not
 depend on K), so the first K episodes of one run are a K-episode run in law: each seed runs the
 largest budget once and each budget reads its own last quarter (one compilation, not three).
-UCBVI's bonus holds ``log K``, so each budget is its own run.
+The environment path (``run_psrl_env``, rewards learned by default) is read the same way,
+its played policies evaluated exactly in the MDP its simulator draws from. UCBVI's bonus holds
+``log K``, so each budget is its own run.
 
 UCBVI's default (``bonus_scale = 1``, the theory's constant) is a documented limit: the bonus
 still steers the policy thousands of episodes in and the late regret is not monotone in K
@@ -92,6 +94,31 @@ def _psrl_regret(keys_bytes: bytes) -> np.ndarray:
     return np.asarray(info.regret, float)
 
 
+@functools.cache
+def _env_regret(keys_bytes: bytes) -> np.ndarray:
+    from jaxsample.decision import run_psrl_env
+
+    keys = jax.random.wrap_key_data(jnp.asarray(np.frombuffer(keys_bytes, np.uint32)
+                                                .reshape(-1, 2)))
+    mdp = _mdp()
+
+    def env_step(key, s, a):
+        return jax.random.categorical(key, jnp.log(mdp.transitions[0, s, a])), mdp.rewards[0, s, a]
+
+    def one(key):
+        _, info = run_psrl_env(key, env_step, num_states=4, num_actions=2, horizon=4,
+                               num_episodes=_PSRL_BUDGETS[-1], store_policies=True)
+        values = jax.vmap(lambda p: mdp.initial @ mdp.evaluate_policy(p)[0])(info.policies)
+        return _v_star() - values
+
+    return np.asarray(jax.jit(jax.vmap(one))(keys), float)
+
+
+def _env_error(budget, keys):
+    regret = _env_regret(np.asarray(jax.random.key_data(keys)).tobytes())
+    return _last_quarter(regret, budget)
+
+
 def _last_quarter(regret, budget):
     return regret[:, budget - budget // 4:budget].mean(axis=1)
 
@@ -156,6 +183,19 @@ ENTRIES = [
         floor=_zeros,
         floor_formula="0 (the optimal policy has zero regret); atol = 0.01 V*: the late "
                       "policies within 1% of optimal on average",
+        atol=0.01 * _v_star(),
+    ),
+    Entry(
+        name="decision.psrl_env/random-mdp-learned-rewards",
+        covers=("decision.run_psrl_env",),
+        problem="the PSRL entry's MDP as a simulator env_step(key, s, a), rewards unknown to "
+                "the agent (the default: learned); the error is the played policies' exact "
+                "regret in the true MDP over the run's last quarter",
+        knob="num_episodes",
+        budgets=_PSRL_BUDGETS,
+        error=_env_error,
+        floor=_zeros,
+        floor_formula="0; atol = 0.01 V* (as the PSRL entry)",
         atol=0.01 * _v_star(),
     ),
     Entry(
