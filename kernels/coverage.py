@@ -41,8 +41,8 @@ scale of ``(w, reg)`` together. The rate depends on ``reg``: the theory of the t
 (Lacoste-Julien et al. 2012, with the ``(reg/k)``-strong concavity of ``reg·H`` in ℓ₁ and
 ``G = ‖g‖_∞ <= max_i w(S_i)``) gives ``gap_T <= 2 k G² / (reg (T + 1))``, i.e. steps ∝ ``1 / reg``
 for a fixed accuracy; measured on random and disc instances (n = 3000, m = 120, k = 10, unit
-weights) the steps to a relative gap of ``10⁻³`` were ``0.5–3.5·10³ / reg`` for reg in
-``[0.3, 10]`` (the bound itself is 10²–10³ times pessimistic there). The public entry points turn
+weights) the steps to a relative gap of ``10⁻³`` were ``0.1–3.7·10³ / reg`` for reg in
+``[0.1, 10]`` (the bound itself is 10²–10³ times pessimistic there). The public entry points turn
 this into their default step cap (:mod:`jaxsample.subset.coverage`).
 
 **KL projection** (:func:`kl_project`) onto the capped simplex: ``Π(l) = min(0, s + l)`` in log

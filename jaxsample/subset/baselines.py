@@ -114,7 +114,8 @@ def k_center_greedy(x, k: int, first=0):
     return order
 
 
-def sensitivity_study(instance, k: int, fractions, *, num_steps: int, num_seeds: int, key,
+def sensitivity_study(instance, k: int, fractions, *, num_steps: int | None = None,
+                      num_seeds: int, key,
                       dtype=jnp.float32, roundings=("cp", "independent")) -> dict:
     """Coverage and sensitivity of greedy and of stable(reg) with two roundings.
 
@@ -130,7 +131,9 @@ def sensitivity_study(instance, k: int, fractions, *, num_steps: int, num_seeds:
     Returns:
         ``{"greedy": {...}, "stable": [{...} per fraction]}`` with coverages (mean over seeds for
         the stable subsets), sensitivities (mean over neighbours, and over seeds), the relaxed
-        ``‖x*(I) − x*(I′)‖₁`` and the solver gaps.
+        ``‖x*(I) − x*(I′)‖₁``, the solver gaps on the base instance (absolute and relative) and
+        whether every relaxation met its relative-gap tolerance (``num_steps=None``: the cap
+        chosen from reg, see :func:`jaxsample.subset.max_coverage_relaxation`).
     """
     m = instance.num_sets
     incidence = PaddedIncidence.from_indices(instance.indices, num_sets=m)
@@ -150,6 +153,8 @@ def sensitivity_study(instance, k: int, fractions, *, num_steps: int, num_seeds:
     problems = len(weights)
     xs = np.zeros((len(regs), problems, m))
     gaps = np.zeros((len(regs), problems))
+    relative_gaps = np.zeros((len(regs), problems))
+    relaxed = np.zeros((len(regs), problems), bool)
     values = np.zeros((len(regs), problems))
     converged = np.zeros((len(regs), problems), bool)
     cp = np.zeros((num_seeds, len(regs), problems, m), bool)
@@ -160,6 +165,7 @@ def sensitivity_study(instance, k: int, fractions, *, num_steps: int, num_seeds:
                                                      num_steps=num_steps)
             theta, fit = fit_weights(x, k)
             xs[r, j], gaps[r, j], values[r, j] = x, info.gap, info.relaxed_value
+            relative_gaps[r, j], relaxed[r, j] = info.relative_gap, bool(info.solver.converged)
             converged[r, j] = bool(fit.solver.converged)
             for s, seed in enumerate(seeds):
                 if "cp" in roundings:
@@ -178,6 +184,8 @@ def sensitivity_study(instance, k: int, fractions, *, num_steps: int, num_seeds:
     stable = []
     for r, (c, reg) in enumerate(zip(fractions, regs, strict=True)):
         row = {"fraction": float(c), "reg": float(reg), "gap": float(gaps[r, 0]),
+               "relative_gap": float(relative_gaps[r, 0]),
+               "relaxation_converged": bool(np.all(relaxed[r])),
                "relaxed_value": float(values[r, 0]),
                "relaxed_distance": float(np.abs(xs[r, 1:] - xs[r, 0]).sum(axis=1).mean()),
                "fit_converged": bool(np.all(converged[r]))}

@@ -28,7 +28,7 @@ grow as ``1 / reg`` (:mod:`jaxsample.kernels.coverage`), so the default cap is c
 ``reg``: ``num_steps = clip(⌈8000 · w̄ / reg⌉, 100, 100 000)`` with ``w̄`` the mean positive
 element weight (the problem is invariant to scaling ``w`` and ``reg`` together). Measured at
 n = 3000, m = 120, k = 10 (random and disc set systems, unit weights), the steps to a relative
-gap of ``10⁻³`` were at most ``3700 / reg`` for reg in ``[0.3, 10]``; the rule leaves a factor of
+gap of ``10⁻³`` were at most ``3700 / reg`` for reg in ``[0.1, 10]``; the rule leaves a factor of
 two.
 
 Example:
