@@ -17,6 +17,7 @@ Problems with exact answers that the method's own tests do not use:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -40,8 +41,8 @@ _COV = _ROOT @ _ROOT.T
 
 def _whitened_error(x, mean, root):
     """‖W Ĉ Wᵀ − I‖_F + ‖W (m̂ − m)‖, W = root⁻¹ (C = root rootᵀ), per batch of samples."""
-    y = jnp.linalg.solve(jnp.asarray(root, x.dtype), (x - jnp.asarray(mean, x.dtype)).T).T
-    centred = y - y.mean(0)
+    y = jnp.linalg.solve(jnp.asarray(root, x.dtype), (x - jnp.asarray(mean, x.dtype)[None]).T).T
+    centred = y - y.mean(0)[None]
     cov = centred.T @ centred / (y.shape[0] - 1)
     return (jnp.linalg.norm(cov - jnp.eye(y.shape[1], dtype=y.dtype))
             + jnp.linalg.norm(y.mean(0)))
@@ -51,7 +52,8 @@ def _exact_floor(mean, root):
     def floor(keys):
         def one(key):
             z = jax.random.normal(key, (NUM_SAMPLES, len(mean)))
-            return _whitened_error(jnp.asarray(mean, z.dtype) + z @ jnp.asarray(root, z.dtype).T,
+            return _whitened_error(jnp.asarray(mean, z.dtype)[None]
+                                   + z @ jnp.asarray(root, z.dtype).T,
                                    mean, root)
         return np.asarray(jax.jit(jax.vmap(one))(keys))
     return floor
@@ -116,6 +118,7 @@ def _log_softmax(a):
     return a - top - np.log(np.exp(a - top).sum(-1, keepdims=True))
 
 
+@functools.cache
 def _exact_kl_moments():
     """E and Var of the per-pair KL term over τ uniform on the grid, x_τ ~ p_τ (quadrature)."""
     times = np.arange(1, _KL_TIMES + 1) / _KL_TIMES

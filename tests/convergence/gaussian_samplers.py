@@ -34,8 +34,8 @@ FIXED_SAMPLES = 4096
 
 
 def _error(x):
-    y = (x - jnp.asarray(MEAN, x.dtype)) @ jnp.asarray(SQRT_PRECISION, x.dtype)
-    centred = y - y.mean(0)
+    y = (x - jnp.asarray(MEAN, x.dtype)[None]) @ jnp.asarray(SQRT_PRECISION, x.dtype)
+    centred = y - y.mean(0)[None]
     cov = centred.T @ centred / (y.shape[0] - 1)
     return jnp.linalg.norm(cov - jnp.eye(DIM, dtype=y.dtype)) + jnp.linalg.norm(y.mean(0))
 
@@ -44,7 +44,7 @@ def _floor(num_samples):
     def floor(keys):
         def one(key):
             z = jax.random.normal(key, (num_samples, DIM))
-            return _error(jnp.asarray(MEAN, z.dtype) + z @ jnp.asarray(INV_SQRT, z.dtype))
+            return _error(jnp.asarray(MEAN, z.dtype)[None] + z @ jnp.asarray(INV_SQRT, z.dtype))
         return np.asarray(jax.jit(jax.vmap(one))(keys))
     return floor
 
