@@ -169,3 +169,22 @@ def test_bad_potentials(bad):
     v = np.array([0.0, np.nan, 1.0]) if bad == "nan" else np.array([1.0])
     with pytest.raises(ValueError, match="potential"):
         fp_generator(v, 0.1, 0.1)
+
+
+def test_first_passage_reports_censored_chains():
+    """A walk that cannot reach the target within max_steps: censored in the Info under jit,
+    and one RuntimeWarning when eager."""
+    import jaxsample
+
+    walk = jaxsample.SamplingAlgorithm(
+        init=lambda x: x, step=lambda k, x: (x + 0.01 * jax.random.normal(k, x.shape), {}))
+
+    def passage(key):
+        return first_passage_steps(key, walk, jnp.zeros((4, 1)), lambda x: x[0] > 5.0,
+                                   max_steps=20)
+
+    steps, info = jax.jit(passage)(jax.random.key(0))
+    assert bool(info.censored.all()) and bool((steps == 20).all())
+    with pytest.warns(RuntimeWarning, match="4 of 4 chains"):
+        _, eager = passage(jax.random.key(0))
+    assert bool(eager.censored.all())

@@ -289,7 +289,9 @@ def first_passage_steps(key: jax.Array, algorithm, initial_positions, in_target_
         position_fn: base state -> position (default ``state.position``, or the state itself).
 
     Returns:
-        ``(steps (n,) int32, FirstPassageInfo(censored, nonfinite))``.
+        ``(steps (n,) int32, FirstPassageInfo(censored, nonfinite))``. An eager call with a
+        censored chain warns once (``RuntimeWarning``); under ``jit`` the flag stays in the
+        Info.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -313,7 +315,16 @@ def first_passage_steps(key: jax.Array, algorithm, initial_positions, in_target_
     keys = jax.random.split(key, initial_positions.shape[0])
     _, info = jax.vmap(lambda k, state: run_until(
         k, algorithm, state, done_fn=hits, max_steps=max_steps))(keys, states)
-    return info.num_steps, FirstPassageInfo(~info.done, info.nonfinite)
+    censored = ~info.done
+    if is_concrete(censored) and bool(jnp.any(censored)):
+        import warnings
+
+        warnings.warn(
+            f"first_passage_steps: {int(censored.sum())} of {censored.size} chains had not "
+            f"entered the target after max_steps = {max_steps}; their step counts are lower "
+            "bounds (raise max_steps, or read FirstPassageInfo.censored)", RuntimeWarning,
+            stacklevel=2)
+    return info.num_steps, FirstPassageInfo(censored, info.nonfinite)
 
 
 def mode_weights(assignments, *, num_modes: int) -> tuple[jax.Array, MixingInfo]:
