@@ -22,7 +22,7 @@ from harness import BenchTable, Row
 
 import jaxsample
 from jaxsample.kernels import transport
-from jaxsample.particles import laplace_preconditioner
+from jaxsample.particles import Sinkhorn, laplace_preconditioner
 from jaxsample.targets import GaussianMixture
 
 
@@ -58,8 +58,9 @@ def _authors_configs(quick):
         for criterion, tol in [("marginal", 1e-5), ("dual", 1e-5), ("marginal", 1e-2)][
                 1 if quick else 0:2 if quick else 3]:
             alg = jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), epsilon=0.1,
-                                proposal_step=alpha, tolerance=tol, criterion=criterion,
-                                max_iterations=50, **PAPER_STEP)
+                                proposal_step=alpha, sinkhorn=Sinkhorn(
+                                    tolerance=tol, criterion=criterion, max_iterations=50),
+                                **PAPER_STEP)
             seconds, (_, _, info) = etd_run(alg, x0, jax.random.key(4), steps, steps)
             iters = float(info.solver.num_iterations.mean())
             bound = iters * 2 * NUM_PARTICLES * NUM_PARTICLES * 25 / rate
@@ -166,7 +167,8 @@ def _preconditioner_overhead(quick):
         compiled = {}
         for name, pre in variants:
             alg = jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), epsilon=0.1,
-                                proposal_step=0.01, tolerance=1e-30, max_iterations=1,
+                                proposal_step=0.01,
+                                sinkhorn=Sinkhorn(tolerance=1e-30, max_iterations=1),
                                 preconditioner=pre, **PAPER_STEP)
             state = alg.init(x0)
             fn = jax.jit(lambda k, s, alg=alg: jaxsample.run(k, alg, s, steps)[0])
@@ -230,8 +232,9 @@ def _sinkhorn_and_memory(quick, gpu=False):
                 return -0.5 * jnp.sum(x**2)
         x0 = 2.0 * jax.random.normal(jax.random.key(4), (NUM_PARTICLES, dim))
         for warm in (False, True):
-            alg = jaxsample.etd(logdensity, score_fn=jax.grad(logdensity), warm_start=warm,
-                                tolerance=1e-3, **PAPER_STEP)
+            alg = jaxsample.etd(logdensity, score_fn=jax.grad(logdensity),
+                                sinkhorn=Sinkhorn(warm_start=warm, tolerance=1e-3),
+                                **PAPER_STEP)
             steps = 20 if quick else 60
             seconds, (_, _, info) = etd_run(alg, x0, jax.random.key(5), steps, steps)
             rows.append(Row(f"sampler: {case}", "warm start" if warm else "cold start", {
@@ -282,7 +285,7 @@ def _sinkhorn_and_memory(quick, gpu=False):
     state = alg.init(jax.random.normal(jax.random.key(7), (n, 2)))
     for coupling in ("balanced", "gibbs"):
         alg = jaxsample.etd(lambda x: -0.5 * jnp.sum(x**2), num_proposals=m, chunk_size=chunk,
-                            coupling=coupling, max_iterations=50)
+                            coupling=coupling, sinkhorn=Sinkhorn(max_iterations=50))
         compiled = jax.jit(alg.step).lower(jax.random.key(8), state).compile()
         mem = compiled.memory_analysis()
         peak = (mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes)

@@ -46,7 +46,7 @@ from posteriors import Posterior, load_reference  # noqa: E402
 
 import jaxsample  # noqa: E402
 from jaxsample.diagnostics import energy_distance, ess, rhat  # noqa: E402
-from jaxsample.particles import ETD_HARD, svgd  # noqa: E402
+from jaxsample.particles import ETD_HARD, Mutation, svgd  # noqa: E402
 
 REFERENCE_DRAWS = 1000  # thinned draws stored per reference (energy distances)
 # NUTS target acceptance of the references: 0.95, and 0.99 for stochastic volatility, where 0.95
@@ -344,11 +344,14 @@ def _svgd_sampler(sizes: Sizes, learning_rate: float = 0.05):
 def etd_cost(num_particles: int, num_steps: int, **settings) -> dict:
     """Evaluations of ``num_steps`` ETD steps with a score, from ``jaxsample.etd``'s settings
     (its defaults where ``settings`` does not give them): per step ``N·M`` densities (the
-    proposals) and ``N`` gradients (the Langevin centres), plus ``N`` of each per mutation step."""
+    proposals) and ``N`` gradients (the Langevin centres), plus, with mutation moves, ``N`` of
+    each at the start of the moves (the MALA chain's first density and drift) and ``N`` of each
+    per move. tests/test_posteriors.py checks it against instrumented calls."""
     defaults = {name: p.default for name, p in inspect.signature(jaxsample.etd).parameters.items()
                 if p.default is not inspect.Parameter.empty}
     defaults.update(settings)
-    per_step_mutation = num_particles * defaults["mutation_steps"]
+    moves = defaults["mutation"].steps
+    per_step_mutation = num_particles * (moves + 1 if moves > 0 else 0)
     return {"density_evals": num_steps * (num_particles * defaults["num_proposals"]
                                           + per_step_mutation),
             "gradient_evals": num_steps * (num_particles + per_step_mutation)}
@@ -405,7 +408,7 @@ def make_samplers(sizes: Sizes, *, extended: bool = True) -> dict[str, Callable]
             sizes, num_particles=HARD_PARTICLES, dims=(90, 128), **ETD_HARD),
         # the paper's plain step, ETD's defaults before this suite existed
         "ETD paper step (no mutation, no preconditioner)": etd_sampler(
-            sizes, mutation_steps=0, preconditioner=None, min_weight_ess=0.0),
+            sizes, mutation=Mutation(steps=0), preconditioner=None, min_weight_ess=0.0),
     }
 
 

@@ -265,22 +265,21 @@ def run(
     final_state, trace = _traced(
         lambda: _run(key, dynamic, _Static(static), initial_state, first_step, num_steps,
                      transform or _default_transform, progress), initial_state)
-    _warn_if_collapsed(final_state)
+    _warn_if_flagged(final_state)
     return final_state, trace
 
 
-def _warn_if_collapsed(state) -> None:
-    """One warning when an eager run ends in a state its sampler flagged ``collapsed`` (a
-    particle cloud that is not a sample of the target: ETD). Under tracing the flag stays in
-    the state and the trace."""
-    flag = getattr(state, "collapsed", None)
-    if flag is None or not is_concrete(flag) or not bool(jnp.any(flag)):
-        return
-    warnings.warn(
-        f"{type(state).__name__}.collapsed is set: the final particles are not a sample of the "
-        "target (too few distinct particles, a degenerate spread or degenerate importance "
-        "weights for several steps in a row). Run jaxsample.diagnostics.diagnose(trace) on "
-        "the run's trace for the cause and the remedy.", RuntimeWarning, stacklevel=3)
+def _warn_if_flagged(state) -> None:
+    """One warning per flag an eager run ends with, as the state's class declares them: a
+    ``State`` NamedTuple may carry ``RUN_WARNINGS = (("field", "message"), ...)``, boolean
+    fields that say the result is not to be trusted (ETD's ``collapsed``). Under tracing the
+    flags stay in the state and the trace."""
+    for field, message in getattr(type(state), "RUN_WARNINGS", ()):
+        flag = getattr(state, field, None)
+        if flag is None or not is_concrete(flag) or not bool(jnp.any(flag)):
+            continue
+        warnings.warn(f"{type(state).__name__}.{field} is set: {message}", RuntimeWarning,
+                      stacklevel=3)
 
 
 class RunUntilInfo(NamedTuple):
@@ -368,7 +367,7 @@ def run_until(
     final_state, info = _traced(
         lambda: _run_until(key, dynamic, _Static(static), initial_state, first_step,
                            jnp.asarray(max_steps, jnp.int32), done_fn, meter), initial_state)
-    _warn_if_collapsed(final_state)
+    _warn_if_flagged(final_state)
     return final_state, info
 
 

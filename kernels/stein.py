@@ -22,11 +22,32 @@ Inputs are valid (the caller checked them): ``x`` and ``s`` of shape ``(N, d)``,
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
-__all__ = ["linear_ratios", "linear_z", "outside_band", "scaling_ratios", "score_bias"]
+__all__ = ["SteinEvidence", "evidence", "linear_ratios", "linear_z", "outside_band",
+           "scaling_ratios", "score_bias"]
+
+
+class SteinEvidence(NamedTuple):
+    """Every Stein statistic of one cloud, computed once (:func:`evidence`).
+
+    Attributes:
+        linear: per-coordinate spread ratios ``(d,)`` (:func:`linear_ratios`).
+        linear_z: their z-scores ``(d,)`` (:func:`linear_z`).
+        score_bias: the mean offset in posterior sds², a scalar (:func:`score_bias`).
+        scaling: per-coordinate scale-mixture ratios ``(d,)`` (:func:`scaling_ratios`).
+        scaling_z: their z-scores ``(d,)``.
+    """
+
+    linear: jax.Array
+    linear_z: jax.Array
+    score_bias: jax.Array
+    scaling: jax.Array
+    scaling_z: jax.Array
 
 
 def linear_ratios(x: jax.Array, score: jax.Array) -> jax.Array:
@@ -158,3 +179,12 @@ def outside_band(ratio: jax.Array, z: jax.Array, low, high, level) -> jax.Array:
     threshold = ndtri(1 - jnp.asarray(level, dtype) / (2 * ratio.shape[-1]))
     outside = (ratio < jnp.asarray(low, dtype)) | (ratio > jnp.asarray(high, dtype))
     return jnp.any(outside & (jnp.abs(z) > threshold), axis=-1)
+
+
+def evidence(x: jax.Array, score: jax.Array) -> SteinEvidence:
+    """All the Stein statistics of the cloud ``x`` with scores ``score`` (both ``(N, d)``): what
+    a sampler's verdict and :func:`jaxsample.diagnostics.stein_check` read, computed in one
+    place. ``O(N·d)``."""
+    scaling, scaling_z = scaling_ratios(x, score)
+    return SteinEvidence(linear_ratios(x, score), linear_z(x, score), score_bias(score),
+                         scaling, scaling_z)

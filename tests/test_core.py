@@ -401,8 +401,6 @@ def test_a_wrong_rank_is_reported_against_the_named_layout():
         check_array("position", jnp.zeros(2), ndim=2)  # without a layout: as before
 
 
-@pytest.mark.xfail(strict=True, reason="ETD's init names no layout yet: its check_array call "
-                   "(jaxsample/particles/etd.py, init_fn) needs layout='(num_particles, dim)'")
 def test_a_one_dimensional_cloud_names_num_particles_and_dim():
     alg = jaxsample.etd(lambda x: -0.5 * jnp.sum(x**2), score_fn="autodiff")
     with pytest.raises(ValueError, match=r"\(num_particles, dim\)"):

@@ -1,6 +1,8 @@
 """Tests of the ETD sampler specific to it (the contract test covers dtypes, jit, vmap, traced
 hyper-parameters and argument errors)."""
 
+import chex
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +11,8 @@ from _xla import compiled_for_run_time
 
 import jaxsample
 from jaxsample.diagnostics import damv
+from jaxsample.particles import Mutation, Sinkhorn
+from jaxsample.particles.preconditioners import Ensemble
 from jaxsample.sharding import shard_particles
 from jaxsample.targets import GaussianMixture
 
@@ -46,7 +50,7 @@ def test_score_free_never_differentiates():
     def _forbidden(primals, tangents):
         raise AssertionError("the score-free sampler differentiated the log-density")
 
-    alg = jaxsample.etd(logdensity, num_proposals=4, mutation_steps=2)
+    alg = jaxsample.etd(logdensity, num_proposals=4, mutation=Mutation(steps=2))
     state, info = _run_positions(alg, _init(jax.random.key(0), 16, 2), jax.random.key(1), 3)
     assert bool(jnp.all(jnp.isfinite(state.positions)))
     # Random-walk Metropolis on N(0, I₂) with proposal std √(2h) = 1 (h = 0.5): from any point
@@ -175,7 +179,8 @@ def test_no_variance_collapse_d50():
         return np.asarray(compiled_for_run_time(jax.vmap(one), keys)(keys), np.float64)
 
     paper = per_system(jaxsample.etd(std_normal, score_fn=jax.grad(std_normal),
-                                     mutation_steps=0, preconditioner=None, min_weight_ess=0.0))
+                                     mutation=Mutation(steps=0), preconditioner=None,
+                                     min_weight_ess=0.0))
     estimate = paper.mean()
     se = paper.std(ddof=1) / systems**0.5
     assert 0 < Z * se <= 0.05, paper
@@ -195,7 +200,7 @@ def test_chunked_step_equals_dense_and_bounds_memory(x64):
     n, m, chunk = 30, 7, 8
     p = n * m
     x0 = _init(jax.random.key(0), n, 3, jnp.float64)
-    kwargs = dict(score_fn=jax.grad(std_normal), num_proposals=m, mutation_steps=1)
+    kwargs = dict(score_fn=jax.grad(std_normal), num_proposals=m, mutation=Mutation(steps=1))
     key = jax.random.key(2)
     outputs, temps = {}, {}
     for chunk_size in (None, chunk):
@@ -251,7 +256,8 @@ def test_sharded_equals_unsharded(x64):
 def test_unbalanced_barycentric_damped_run():
     coupling, update = "unbalanced", "barycentric"
     alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=5,
-                        coupling=coupling, update=update, step_fraction=0.7, mutation_steps=2)
+                        coupling=coupling, update=update, step_fraction=0.7,
+                        mutation=Mutation(steps=2))
     # 16 particles in 2-D, the shape of the score-free test: the eager init's programs are shared
     state, info = _run_positions(alg, _init(jax.random.key(0), 16, 2), jax.random.key(1), 5)
     assert bool(jnp.all(jnp.isfinite(state.positions)))
@@ -299,8 +305,10 @@ def test_bad_inputs():
         jaxsample.etd(std_normal, proposal_step=0.0)
     with pytest.raises(ValueError, match="update"):
         jaxsample.etd(std_normal, update="mean")
-    with pytest.raises(ValueError, match="mutation_steps"):
-        jaxsample.etd(std_normal, mutation_steps=-1)
+    with pytest.raises(ValueError, match="mutation steps"):
+        jaxsample.etd(std_normal, mutation=Mutation(steps=-1))
+    with pytest.raises(TypeError, match="mutation must be a jaxsample.particles.options.Mutation"):
+        jaxsample.etd(std_normal, mutation=2)
     with pytest.raises(ValueError, match="chunk_size"):
         jaxsample.etd(std_normal, chunk_size=0)
     with pytest.raises(TypeError, match="score_fn"):
@@ -323,8 +331,9 @@ def test_no_preconditioner_reproduces_the_unpreconditioned_sampler_bitwise(x64):
 
     target = lambda x: -0.5 * jnp.sum(x**2 * jnp.array([1.0, 4.0]))
     x0 = 2.0 * jax.random.normal(jax.random.key(0), (12, 2), jnp.float64)
-    alg = jaxsample.etd(target, score_fn=jax.grad(target), num_proposals=4, mutation_steps=1,
-                        tolerance=1e-2, mutation_adaptation_rate=0.0, min_weight_ess=0.0,
+    alg = jaxsample.etd(target, score_fn=jax.grad(target), num_proposals=4,
+                        mutation=Mutation(steps=1, adaptation_rate=0.0),
+                        sinkhorn=Sinkhorn(tolerance=1e-2), min_weight_ess=0.0,
                         preconditioner=None)
     state, info = jaxsample.run(jax.random.key(1), alg, alg.init(x0), 3)
     np.testing.assert_array_equal(info.solver.num_iterations, [30, 20, 15])
@@ -357,8 +366,8 @@ def test_ensemble_preconditioner_recovers_ill_conditioned_covariance_affine_inva
     def covariances(a, b, key):
         a_inv = jnp.linalg.inv(a)
         target = lambda x: -0.5 * jnp.sum((a_inv @ (x - b)) ** 2)
-        alg = jaxsample.etd(target, score_fn="autodiff", preconditioner="ensemble",
-                            shrinkage=0.0, num_proposals=10)
+        alg = jaxsample.etd(target, score_fn="autodiff", preconditioner=Ensemble(shrinkage=0.0),
+                            num_proposals=10)
 
         def one(key):
             k0, k1 = jax.random.split(key)
@@ -389,7 +398,8 @@ def test_weight_guard_is_a_fraction_of_the_particles():
     # weights alone, so the identity preconditioner (a smaller program) tests the same rule
     for guard in (0.0, 0.5):
         alg = jaxsample.etd(target, score_fn=jax.grad(target), num_proposals=4,
-                            mutation_steps=0, min_weight_ess=guard, preconditioner=None)
+                            mutation=Mutation(steps=0), min_weight_ess=guard,
+                            preconditioner=None)
         _, info = jaxsample.run(jax.random.key(1), alg,
                                 alg.init(_init(jax.random.key(0), 20, 6)), 3)
         tempered = np.asarray(info.weight_temperature) < 1
@@ -412,7 +422,8 @@ def test_schedules_and_preconditioner_arguments():
     with pytest.raises(ValueError, match="shape"):
         jaxsample.etd(std_normal, preconditioner=jnp.eye(3)).init(jnp.ones((4, 2)))
     alg = jaxsample.etd(std_normal, preconditioner=jaxsample.particles.Precision(4 * jnp.eye(2)))
-    np.testing.assert_allclose(alg.step.keywords["scale"], 0.5 * np.eye(2), rtol=1e-6)
+    np.testing.assert_allclose(alg.step.keywords["preconditioner"].chol, 0.5 * np.eye(2),
+                               rtol=1e-6)
 
 
 @pytest.mark.default_compiler
@@ -424,7 +435,8 @@ def test_pytree_positions_equal_the_flat_path_bitwise():
     # the flat sampler, reached through the same wrapped density and score whatever the
     # options. The smallest step (no mutation, no preconditioner) compiles fastest and still
     # takes every pytree path: the init, the wrapped density and score, ravel and unravel.
-    kwargs = dict(num_proposals=4, score_fn="autodiff", mutation_steps=0, preconditioner=None)
+    kwargs = dict(num_proposals=4, score_fn="autodiff", mutation=Mutation(steps=0),
+                  preconditioner=None)
 
     def run(logdensity, start):
         alg = jaxsample.etd(logdensity, **kwargs)
@@ -454,7 +466,7 @@ def test_sweep_with_inline_grad_compiles_once():
 
     # the smallest step (no mutation, no preconditioner): what is counted is the traces, which
     # do not depend on the step's options
-    small = dict(num_proposals=3, mutation_steps=0, preconditioner=None)
+    small = dict(num_proposals=3, mutation=Mutation(steps=0), preconditioner=None)
     state = jaxsample.etd(logdensity, **small).init(_init(jax.random.key(0), 8, 2))
     counts = []
     for eps in (0.1, 0.2, 0.3):
@@ -463,3 +475,39 @@ def test_sweep_with_inline_grad_compiles_once():
         counts.append(len(traces))
     # the first run traces the density at each of its call sites; the others reuse the program
     assert counts[0] > 0 and counts == [counts[0]] * 3, counts
+
+
+def test_build_kernel_defaults_are_etds_defaults():
+    """One definition of every default: the kernel of ``build_kernel()`` with the keyword
+    defaults of its own signature, from the module's ``init`` with none, is ``etd()`` with no
+    options, bit for bit (states and Infos over three steps, with a score and without). The
+    defaults enter as traced values, as ``etd()``'s do: a Python-float constant would let XLA
+    fold ``log(0.5)`` on the host, which can differ from the device's ``log`` in the last bit,
+    and a differently shaped leaf would change XLA's fusion and with it the rounding."""
+    import inspect
+
+    from jaxsample.particles.etd import build_kernel, init
+
+    target = lambda x: -0.5 * jnp.sum(x**2 * jnp.array([1.0, 4.0, 0.25]))
+    x0 = _init(jax.random.key(0), 24, 3)
+    kernel = build_kernel()
+    defaults = {name: p.default for name, p in inspect.signature(kernel).parameters.items()
+                if p.kind is p.KEYWORD_ONLY}
+    # the option objects validated as etd() validates them (the same values, in the same
+    # structure: a band as etd() stores it), the floats as arrays
+    defaults = {name: v.checked() if hasattr(v, "checked") else
+                np.asarray(v) if isinstance(v, float) else v for name, v in defaults.items()}
+    for score_fn in ("autodiff", None):
+        alg = jaxsample.etd(target, score_fn=score_fn)
+
+        @eqx.filter_jit
+        def step(key, state, options, score_fn=score_fn):
+            return kernel(key, state, target, score_fn, **options)
+
+        ours = alg.init(x0)
+        theirs = init(x0, score_fn=None if score_fn is None else jax.grad(target))
+        chex.assert_trees_all_equal(ours, theirs)
+        for t in range(3):
+            ours, info_ours = alg.step(jax.random.key(t), ours)
+            theirs, info_theirs = step(jax.random.key(t), theirs, defaults)
+            chex.assert_trees_all_equal((ours, info_ours), (theirs, info_theirs))

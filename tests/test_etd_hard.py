@@ -71,7 +71,7 @@ def test_hard_switch_is_a_read_only_mapping_of_etd_arguments():
     parameters = inspect.signature(jaxsample.etd).parameters
     assert set(ETD_HARD) <= set(parameters)
     try:
-        ETD_HARD["mutation_steps"] = 2
+        ETD_HARD["mutation"] = None
     except TypeError:
         pass
     else:  # pragma: no cover - the failure this guards against

@@ -13,7 +13,7 @@ import pytest
 import jaxsample
 from jaxsample import RESULTS
 from jaxsample.diagnostics import diagnose
-from jaxsample.particles import laplace_preconditioner
+from jaxsample.particles import Mutation, ProposalAdaptation, laplace_preconditioner
 
 D = 20
 
@@ -33,11 +33,11 @@ def _quiet_run(alg, positions, num_steps):
 
 
 # Each planted failure holds for every step by construction, so `collapsed` must be set within
-# `collapse_patience` (10) steps; the frozen settings (no mutation steps) keep the
+# `CollapseCriteria.patience` (10) steps; the frozen settings (no mutation steps) keep the
 # failure from healing itself. Every planted target is the Gaussian N(shift, I/precision), and
 # the failures differ only in traced values (shift, precision, proposal_step, epsilon, the start),
 # so all the categorical ones share one compiled run and the barycentric one another.
-FROZEN = dict(num_proposals=4, mutation_steps=0, preconditioner=None)
+FROZEN = dict(num_proposals=4, mutation=Mutation(steps=0), preconditioner=None)
 NUM_STEPS = 14
 PLANTED = {
     # a cloud 100x narrower than N(0, I): distinct particles, full rank, but Stein ratio 1e-4
@@ -100,7 +100,7 @@ def test_planted_failure_raises_collapsed(mode):
     report, stats = diagnose(info)
     assert int(stats.collapsed_steps) > 0 and not bool(stats.nonfinite)
     assert not report.ok and any("collapsed" in p for p in report.problems), str(report)
-    assert any("mutation_steps" in p for p in report.problems)
+    assert any("Mutation(steps" in p for p in report.problems)
 
 
 # The healthy run and the fixed-step half of the adaptation test share one compiled run: the
@@ -185,15 +185,17 @@ def test_adaptation_moves_the_steps_towards_their_targets():
     step adapts towards 0.574 acceptance. Per-step acceptance is a mean over 40·2 proposals
     (sd <= 0.06), so the last-15-step mean within 0.2 of the target is a wide margin."""
     alg = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4,
-                        proposal_step=50.0, mutation_step_size=10.0, preconditioner=None,
-                        proposal_adaptation_rate=0.3, mutation_adaptation_rate=1.0)
+                        proposal_step=50.0, preconditioner=None,
+                        mutation=Mutation(step_size=10.0, adaptation_rate=1.0),
+                        proposal_adaptation=ProposalAdaptation(rate=0.3))
     state, info = _quiet_run(alg, _start(1.0, d=5), num_steps=60)
     alpha = np.asarray(info.proposal_step)
     assert alpha[-1] < 0.1 * alpha[0]
     assert abs(float(np.mean(info.acceptance_rate[-15:])) - 0.574) < 0.2
     # without its own adaptation (the default) and not following the mutation step, α stays
     fixed = jaxsample.etd(std_normal, score_fn=jax.grad(std_normal), num_proposals=4,
-                          proposal_step=50.0, proposal_follows_mutation=False)
+                          proposal_step=50.0,
+                          proposal_adaptation=ProposalAdaptation(follows_mutation=False))
     _, info = _quiet_run(fixed, _start(1.0, d=HEALTHY_D), num_steps=HEALTHY_STEPS)
     np.testing.assert_allclose(info.proposal_step, 50.0, rtol=1e-6)
 

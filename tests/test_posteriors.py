@@ -16,6 +16,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
 import bench_posteriors  # noqa: E402
 import posteriors  # noqa: E402
 
+import jaxsample  # noqa: E402
+
 Z = 5.0  # z for Monte Carlo checks (two-sided p ≈ 6e-7 per statistic)
 # smallest ESS (of the means and of the squared deviations) a NUTS reference must reach: 4000,
 # and 2000 for the d = 501 item-response model, whose run is kept under 10 minutes on 2 cores
@@ -208,9 +210,35 @@ def test_evaluate_metrics():
     assert m_no_draws == {**m, "energy": None}
 
 
-def test_etd_cost_counts():
-    cost = bench_posteriors.etd_cost(100, 10, num_proposals=25, mutation_steps=2)
-    assert cost == {"density_evals": 10 * (100 * 25 + 200), "gradient_evals": 10 * (100 + 200)}
+@pytest.mark.parametrize("moves", [0, 2])
+def test_etd_cost_counts_the_calls_etd_makes(moves):
+    """The bench's evaluation count equals the rows ETD's compiled run hands to the density and
+    the score, counted by callbacks inside them (batched, so each call reports its rows)."""
+    from jaxsample.particles import Mutation
+
+    counts = {"density": 0, "gradient": 0}
+
+    def bump(name, rows):
+        jax.debug.callback(lambda: counts.__setitem__(name, counts[name] + rows))
+
+    def logdensity(x):
+        bump("density", x.shape[0])
+        return -0.5 * jnp.sum(x**2, axis=1)
+
+    def score(x):
+        bump("gradient", x.shape[0])
+        return -x
+
+    alg = jaxsample.etd(logdensity, score_fn=score, batched=True, num_proposals=5,
+                        mutation=Mutation(steps=moves))
+    state = alg.init(jax.random.normal(jax.random.key(0), (12, 2)))
+    jax.effects_barrier()
+    counts.update(density=0, gradient=0)
+    jax.block_until_ready(jaxsample.run(jax.random.key(1), alg, state, 4))
+    jax.effects_barrier()
+    expected = bench_posteriors.etd_cost(12, 4, num_proposals=5, mutation=Mutation(steps=moves))
+    assert counts == {"density": expected["density_evals"],
+                      "gradient": expected["gradient_evals"]}
 
 
 def test_docstring_example():

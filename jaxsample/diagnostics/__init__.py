@@ -10,6 +10,8 @@ with a ``nonfinite`` flag: ``value, _ = energy_distance(x, y)``.
   target's score by Stein's identities (no reference), the scale-mixture (funnel) test among
   them;
 - :mod:`~jaxsample.diagnostics.mixing` — spectral gap, MFPT, Kramers rate, first-passage steps;
+- :mod:`~jaxsample.diagnostics.criteria` — :class:`CollapseCriteria`, the thresholds of the
+  collapse verdict that ETD, :func:`stein_check` and :func:`diagnose` share;
 - :mod:`~jaxsample.diagnostics.diagnose` — :func:`diagnose`, a run's trace read back as named
   problems and remedies (eager, not jittable).
 """
@@ -19,6 +21,7 @@ from jaxsample.diagnostics.chains import ESSInfo as ESSInfo
 from jaxsample.diagnostics.chains import RhatInfo as RhatInfo
 from jaxsample.diagnostics.chains import ess as ess
 from jaxsample.diagnostics.chains import rhat as rhat
+from jaxsample.diagnostics.criteria import CollapseCriteria as CollapseCriteria
 from jaxsample.diagnostics.diagnose import Diagnosis as Diagnosis
 from jaxsample.diagnostics.diagnose import DiagnosisInfo as DiagnosisInfo
 from jaxsample.diagnostics.diagnose import diagnose as diagnose
@@ -34,7 +37,7 @@ from jaxsample.diagnostics.stein import SteinCheck as SteinCheck
 from jaxsample.diagnostics.stein import SteinCheckInfo as SteinCheckInfo
 from jaxsample.diagnostics.stein import stein_check as stein_check
 
-__all__ = ["DAMVInfo", "Diagnosis", "DiagnosisInfo", "ESSInfo", "EnergyDistanceInfo", "MMDInfo",
-           "RhatInfo", "SlicedWassersteinInfo", "SteinCheck", "SteinCheckInfo", "damv",
-           "diagnose", "energy_distance", "ess", "mixing", "mmd", "rhat", "sliced_wasserstein",
-           "stein_check"]
+__all__ = ["CollapseCriteria", "DAMVInfo", "Diagnosis", "DiagnosisInfo", "ESSInfo",
+           "EnergyDistanceInfo", "MMDInfo", "RhatInfo", "SlicedWassersteinInfo", "SteinCheck",
+           "SteinCheckInfo", "damv", "diagnose", "energy_distance", "ess", "mixing", "mmd", "rhat",
+           "sliced_wasserstein", "stein_check"]

@@ -11,9 +11,10 @@ library's deterministic-estimator shape: the :class:`Diagnosis` text names each 
 remedy, the :class:`DiagnosisInfo` holds the statistics the verdict was drawn from. It runs
 eagerly on concrete arrays (a report, not a jittable kernel).
 
-Thresholds (stated, not tuned): Stein ratio outside ``[0.6, 1.6]`` over the last quarter
-(ETD's default band: about sd ratios 0.77–1.26 on a Gaussian); mean score bias above 0.05 (the
-mean bias² in posterior sds it estimates); the scale-mixture (funnel) Stein test
+Thresholds (stated, not tuned; the table :data:`RULES`): Stein ratio outside ``[0.6, 1.6]``
+over the last quarter and mean score bias above 0.05 (the mean bias² in posterior sds it
+estimates), both read from :class:`~jaxsample.diagnostics.CollapseCriteria`'s defaults, the band
+ETD's verdict uses (about sd ratios 0.77–1.26 on a Gaussian); the scale-mixture (funnel) Stein test
 (``scaling_flag``, :func:`jaxsample.diagnostics.stein_check`) fired on more than half of the
 last half (it fires on 0.4–9 % of exact clouds of 100 points, measured); weight ESS below 2 on
 more than half of the last half; weights tempered below ``β = 0.1`` on average; mutation
@@ -23,15 +24,17 @@ quarter of the steps; R̂ above 1.01 or bulk ESS below 100 (Vehtari et al. 2021)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from jaxsample.diagnostics.chains import ess as chain_ess
 from jaxsample.diagnostics.chains import rhat as chain_rhat
+from jaxsample.diagnostics.criteria import CollapseCriteria
 from jaxsample.kernels.solver import RESULTS
 
-__all__ = ["Diagnosis", "DiagnosisInfo", "diagnose"]
+__all__ = ["RULES", "Diagnosis", "DiagnosisInfo", "Rule", "diagnose"]
 
 
 class Diagnosis(NamedTuple):
@@ -88,6 +91,78 @@ class DiagnosisInfo(NamedTuple):
     max_rhat: np.ndarray
     min_ess: np.ndarray
     nonfinite: np.ndarray
+
+
+
+_CRITERIA = CollapseCriteria()  # the sampler's defaults: the report reads the same thresholds
+_STEIN_LOW, _STEIN_HIGH = _CRITERIA.stein_band
+
+
+class Rule(NamedTuple):
+    """One row of :data:`RULES`: read ``field`` over the last ``fraction`` of the steps (each
+    step reduced over its batch axes by ``reduce``), summarise it by ``statistic`` into the
+    :class:`DiagnosisInfo` field ``summary``, and report ``message(value)`` for each finding
+    whose ``fires(late_values, value)`` holds."""
+
+    field: str
+    fraction: float
+    reduce: Callable
+    summary: str
+    statistic: Callable
+    findings: tuple[tuple[Callable, Callable], ...]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("stein_ratio", 0.25, np.nanmean, "stein_ratio", np.nanmean, (
+        (lambda late, v: v < _STEIN_LOW, lambda v: (
+            f"the cloud is narrower than the target (Stein ratio {v:.2f} over the last quarter, "
+            f"below {_STEIN_LOW:g}; 1 for a sample, about the squared sd ratio): see the "
+            "collapse remedies; run longer if it is still rising")),
+        (lambda late, v: v > _STEIN_HIGH, lambda v: (
+            f"the cloud is wider than the target (Stein ratio {v:.2f} over the last quarter, "
+            f"above {_STEIN_HIGH:g}): it has not contracted yet — run longer, or lower "
+            "proposal_step")),
+    )),
+    Rule("score_bias", 0.25, np.nanmean, "score_bias", np.nanmean, (
+        (lambda late, v: v > _CRITERIA.max_score_bias, lambda v: (
+            f"the cloud's mean is off (score bias {v:.3f} over the last quarter, above "
+            f"{_CRITERIA.max_score_bias:g}: the mean score should vanish, and this estimates "
+            "the mean bias² in posterior sds): run longer, or see the collapse remedies")),
+    )),
+    Rule("scaling_flag", 0.5, np.any, "scaling_flag_fraction", np.mean, (
+        (lambda late, v: v > 0.5, lambda v: (
+            f"the cloud fails the scale-mixture Stein test on {100 * v:.0f}% of the last "
+            "half's steps: a funnel-shaped or hierarchical posterior whose scale coordinate the "
+            "cloud covers wrongly (stuck in the neck, or too narrow along the funnel). "
+            "Remedies: reparametrise non-centred (for a NumPyro model, "
+            "numpyro.handlers.reparam with LocScaleReparam(0) on the group effects, then "
+            "jaxsample.interop.from_numpyro) or use NUTS with a small step")),
+    )),
+    Rule("weight_ess", 0.5, np.mean, "weight_ess", np.median, (
+        (lambda late, v: np.mean(late < 2.0) > 0.5, lambda v: (
+            f"importance weights degenerate (median ESS {v:.2f} over the last half: one or two "
+            "proposals hold the mass): the resampling duplicates particles. Raise "
+            "min_weight_ess or the mutation moves (Mutation(steps=...)), use a "
+            "preconditioner")),
+    )),
+    Rule("weight_temperature", 0.5, np.mean, "weight_temperature", np.mean, (
+        (lambda late, v: v < 0.1, lambda v: (
+            f"the weight guard tempered the weights hard (mean β {v:.3f} over the last half): "
+            "the resampling carries little information about the target, and the cloud is as "
+            "good as its mutation chains; check the Stein ratio and run longer")),
+    )),
+    Rule("acceptance_rate", 0.5, np.mean, "acceptance_rate", np.mean, (
+        (lambda late, v: v < 0.15, lambda v: (
+            f"Metropolis acceptance {v:.2f} over the last half: the step size is too large for "
+            "the target's scale (lower it, or let it adapt longer)")),
+        (lambda late, v: 0.95 < v < 1.0, lambda v: (
+            f"Metropolis acceptance {v:.2f} over the last half: the steps are too small to "
+            "move (raise the step size)")),
+    )),
+)
+"""What :func:`diagnose` reads beyond the flags, one row per Info field: the Stein thresholds
+are :class:`~jaxsample.diagnostics.CollapseCriteria`'s defaults, so a changed default changes
+the sampler's flag and this report together."""
 
 
 def _field(trace, name):
@@ -180,81 +255,21 @@ def diagnose(trace: Any, *, samples=None) -> tuple[Diagnosis, DiagnosisInfo]:
             final = "and at the end" if flags[-1] else "then recovered"
             problems.append(
                 f"the particle cloud collapsed ({_steps(flags)}, {final}): it is not a sample "
-                "of the target. Remedies: more mutation_steps (π-invariant MALA moves) and "
-                "steps, a fixed preconditioner (laplace_preconditioner for a unimodal, "
+                "of the target. Remedies: more π-invariant MALA moves "
+                "(mutation=jaxsample.particles.Mutation(steps=...)) and steps, a fixed "
+                "preconditioner (laplace_preconditioner for a unimodal, "
                 "near-Gaussian posterior), a larger min_weight_ess, more particles; on a "
                 "hard or high-dimensional posterior the documented switch "
                 "jaxsample.particles.ETD_HARD with at least 2d particles: "
                 "jaxsample.etd(logdensity_fn, score_fn=..., **ETD_HARD)")
 
-    late = _late(trace, "stein_ratio", 0.25, np.nanmean)
-    if late is not None:
-        value = float(np.nanmean(late))
-        summary["stein_ratio"] = value
-        if value < 0.6:
-            problems.append(
-                f"the cloud is narrower than the target (Stein ratio {value:.2f} over the "
-                "last quarter; 1 for a sample, about the squared sd ratio): see the "
-                "collapse remedies; run longer if it is still rising")
-        elif value > 1.6:
-            problems.append(
-                f"the cloud is wider than the target (Stein ratio {value:.2f} over the last "
-                "quarter): it has not contracted yet — run longer, or lower proposal_step")
-
-    late = _late(trace, "score_bias", 0.25, np.nanmean)
-    if late is not None:
-        value = float(np.nanmean(late))
-        summary["score_bias"] = value
-        if value > 0.05:
-            problems.append(
-                f"the cloud's mean is off (score bias {value:.3f} over the last quarter: "
-                "the mean score should vanish, and this estimates the mean bias² in "
-                "posterior sds): run longer, or see the collapse remedies")
-
-    late = _late(trace, "scaling_flag", 0.5, np.any)
-    if late is not None:
-        fraction = float(np.mean(late))
-        summary["scaling_flag_fraction"] = fraction
-        if fraction > 0.5:
-            problems.append(
-                f"the cloud fails the scale-mixture Stein test on {100 * fraction:.0f}% of the "
-                "last half's steps: a funnel-shaped or hierarchical posterior whose scale "
-                "coordinate the cloud covers wrongly (stuck in the neck, or too narrow along "
-                "the funnel). Remedies: reparametrise non-centred (for a NumPyro model, "
-                "numpyro.handlers.reparam with LocScaleReparam(0) on the group effects, then "
-                "jaxsample.interop.from_numpyro) or use NUTS with a small step")
-
-    late = _late(trace, "weight_ess", 0.5)
-    if late is not None:
-        summary["weight_ess"] = float(np.median(late))
-        if np.mean(late < 2.0) > 0.5:
-            problems.append(
-                f"importance weights degenerate (median ESS {np.median(late):.2f} over the last "
-                "half: one or two proposals hold the mass): the resampling duplicates particles. "
-                "Raise min_weight_ess or mutation_steps, use a preconditioner")
-
-    late = _late(trace, "weight_temperature", 0.5)
-    if late is not None:
-        summary["weight_temperature"] = float(np.mean(late))
-        if np.mean(late) < 0.1:
-            problems.append(
-                f"the weight guard tempered the weights hard (mean β {np.mean(late):.3f} over "
-                "the last half): the resampling carries little information about the target, "
-                "and the cloud is as good as its mutation chains; check the Stein ratio and "
-                "run longer")
-
-    late = _late(trace, "acceptance_rate", 0.5)
-    if late is not None:
-        rate = float(np.mean(late))
-        summary["acceptance_rate"] = rate
-        if rate < 0.15:
-            problems.append(
-                f"Metropolis acceptance {rate:.2f} over the last half: the step size is too "
-                "large for the target's scale (lower it, or let it adapt longer)")
-        elif rate > 0.95 and rate < 1.0:
-            problems.append(
-                f"Metropolis acceptance {rate:.2f} over the last half: the steps are too small "
-                "to move (raise the step size)")
+    for rule in RULES:
+        late = _late(trace, rule.field, rule.fraction, rule.reduce)
+        if late is None:
+            continue
+        value = float(rule.statistic(late))
+        summary[rule.summary] = value
+        problems += [message(value) for fires, message in rule.findings if fires(late, value)]
 
     solver = trace.get("solver") if isinstance(trace, dict) else getattr(trace, "solver", None)
     if hasattr(solver, "result"):

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample._checks import check_array, check_band, check_hyperparameter, is_concrete
+from jaxsample.diagnostics.criteria import SCALING_BAND, STEIN_LEVEL
 from jaxsample.kernels import stein
 
 __all__ = ["SteinCheck", "SteinCheckInfo", "stein_check"]
@@ -52,8 +53,8 @@ class SteinCheckInfo(NamedTuple):
     nonfinite: jax.Array
 
 
-def stein_check(positions, scores, *, band=(0.5, 1.5),
-                level: float = 0.01) -> tuple[SteinCheck, SteinCheckInfo]:
+def stein_check(positions, scores, *, band=SCALING_BAND,
+                level: float = STEIN_LEVEL) -> tuple[SteinCheck, SteinCheckInfo]:
     """Is the cloud a sample of ``π``? Stein's identities, tested without a reference.
 
     The flag needs both an effect (a scaling ratio outside ``band``: for a coordinate of a
@@ -109,8 +110,8 @@ def stein_check(positions, scores, *, band=(0.5, 1.5),
 
 @jax.jit
 def _stein_check(positions, scores, low, high, level):
-    ratio, z = stein.scaling_ratios(positions, scores)
-    check = SteinCheck(stein.linear_ratios(positions, scores), ratio, z,
-                       stein.score_bias(scores), stein.outside_band(ratio, z, low, high, level))
+    ev = stein.evidence(positions, scores)
+    check = SteinCheck(ev.linear, ev.scaling, ev.scaling_z, ev.score_bias,
+                       stein.outside_band(ev.scaling, ev.scaling_z, low, high, level))
     nonfinite = ~(jnp.all(jnp.isfinite(positions)) & jnp.all(jnp.isfinite(scores)))
     return check, SteinCheckInfo(nonfinite)

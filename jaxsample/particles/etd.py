@@ -11,15 +11,16 @@ arXiv:2606.25265 (2026). One step moves ``N`` particles ``x_i`` (uniform weights
    ``b_j ∝ π(y_j) / Σ_i N(y_j; m_i, σ²I)`` (floored at ``max − 30`` in log space, normalised).
 3. **Coupling.** The entropic plan ``γ`` between ``(x_i, 1/N)`` and ``(y_j, b_j)`` for the cost
    ``C_ij = ½‖x_i − y_j‖² / median(C)``: balanced (Sinkhorn), unbalanced (KL penalty ``ρε`` on the
-   column marginal) or Gibbs (``γ_ij ∝ b_j e^{−C_ij/ε}`` row by row, no iterations). Sinkhorn duals
-   are carried in the state and can warm-start the next step (``warm_start=True``).
+   column marginal) or Gibbs (``γ_ij ∝ b_j e^{−C_ij/ε}`` row by row, no iterations). Sinkhorn
+   duals are carried in the state and can warm-start the next step
+   (``sinkhorn=Sinkhorn(warm_start=True)``).
 4. **Update.** ``x_i ← (1−η) x_i + η y_{j_i}`` with ``j_i ~ Cat(γ_i· / Σ_j γ_ij)`` (categorical:
    for the balanced plan the expected number of particles landing on ``y_j`` is ``N b_j``, an
    unbiased resampling of the weighted pool in which the plan decides who goes where) or the row
    barycentre ``Σ_j γ̃_ij y_j`` (deterministic, but shrinks the spread). ``η`` is ``step_fraction``.
-5. **Mutation** (``mutation_steps``, default 2; 0 is the paper's plain step): MALA steps (with
-   a score) or random-walk Metropolis steps (without), each leaving ``π`` invariant; they
-   restore diversity after resampling and pull back what the weight guard biased.
+5. **Mutation** (``mutation=Mutation(steps=...)``, default 2; 0 is the paper's plain step): MALA
+   steps (with a score) or random-walk Metropolis steps (without), each leaving ``π`` invariant;
+   they restore diversity after resampling and pull back what the weight guard biased.
 
 The step is the discrete form of a JKO step ``argmin_ρ KL(ρ‖π) + W₂²(ρ_k, ρ)/2τ`` relaxed to
 couplings, with ``ε`` playing the role of ``τ``; see :mod:`jaxsample.kernels.transport` for the
@@ -43,10 +44,10 @@ bias² ≤ 0.023), and on radon, stochastic volatility and an ill-conditioned Ga
 there); on Neal's funnel and the centred eight schools the cloud stays in the neck, and the
 scale-mixture Stein test below raises ``collapsed``. So by default:
 
-- ``mutation_steps=2``: π-invariant MALA moves after every update, their step adapted towards
-  0.574 acceptance (``mutation_adaptation_rate``), and the proposal step follows it
-  (``proposal_follows_mutation``): the adapted MALA step measures the target's local scale,
-  so one default ``α`` serves posteriors whose scales differ by orders of magnitude.
+- ``Mutation(steps=2)``: π-invariant MALA moves after every update, their step adapted towards
+  0.574 acceptance (``Mutation.adaptation_rate``), and the proposal step follows it
+  (``ProposalAdaptation.follows_mutation``): the adapted MALA step measures the target's local
+  scale, so one default ``α`` serves posteriors whose scales differ by orders of magnitude.
 - ``min_weight_ess=0.1``: weights whose ESS falls below ``0.1·N`` are tempered to it
   (``b ∝ b^β``); tempered weights target ``q^{1−β}π^β``, and the mutation steps pull the cloud
   back to ``π``. Off without mutation steps, where nothing would correct the bias.
@@ -56,7 +57,7 @@ scale-mixture Stein test below raises ``collapsed``. So by default:
   500 steps: German credit sd ratio 0.66 and Brownian bridge 0.54, both flagged; with it 1.01
   and 0.94; the paper's plain step collapses both to one particle).
 - The proposal step is *not* adapted to a weight-ESS band by default
-  (``proposal_adaptation_rate=0``): the ESS is not monotone in ``α`` (for small ``α`` the pool
+  (``ProposalAdaptation.rate = 0``): the ESS is not monotone in ``α`` (for small ``α`` the pool
   sits on the particles and the weights are ``∝ π(x_i)``), and chasing the band drove ``α`` to
   nothing on ``N(0, I₅₀)`` (DAMV 0.47 against 0.99 without).
 
@@ -72,21 +73,22 @@ into a random walk (adapted step 0.03 instead of 0.25). :data:`ETD_HARD` changes
   (:func:`jaxsample.kernels.linalg.fisher_covariance`). On a Gaussian ``S = Σ⁻¹CΣ⁻¹`` for
   *any* cloud, so the mean is ``Σ`` itself whatever the cloud's spread: the preconditioner is
   right before the cloud is (it needs ``N > d`` for full-rank ``C`` and ``S``);
-- ``shrinkage=0``: Ledoit–Wolf shrinkage pulls both towards isotropy and spoils the mean on an
-  ill-conditioned target (sd ratio 0.54 with shrinkage against 0.95 without, d = 100,
+- ``Fisher(shrinkage=0)``: Ledoit–Wolf shrinkage pulls both towards isotropy and spoils the
+  mean on an ill-conditioned target (sd ratio 0.54 with shrinkage against 0.95 without, d = 100,
   ``N = 256``);
 - ``score_clip=50``: the whitened drift is clipped only far from the posterior (a typical
   whitened score has norm ``√d``: 10 at d = 100, 32 at d = 1 000), where an unclipped drift
   threw particles of radon out to where the density overflows (every step non-finite, sd
   ratio 2.9) and the clip at 5 of the defaults would make MALA a random walk;
-- ``mutation_steps=16``: the transport step's weights are degenerate at ``d ≈ 100`` (weight
+- ``Mutation(steps=16)``: the transport step's weights are degenerate at ``d ≈ 100`` (weight
   ESS 2–3 of ``N·M``, tempered), so the π-invariant moves carry the sampling; with 8 moves the
   hierarchical scales of radon and stochastic volatility were borderline after 500 steps (sd
   ratio 0.84–0.86, mean bias² 0.04–0.06), with 16 they are not (0.92–0.94, 0.015).
 
 **The verdict.** Every step records evidence that the cloud is not a sample of ``π`` (the
-flag ``info.degenerate``): fewer than ``collapse_fraction·N`` distinct proposals taken, the
-cloud's effective rank below ``collapse_fraction·min(N − 1, d)``, one proposal holding the
+flag ``info.degenerate``; the thresholds are :class:`jaxsample.diagnostics.CollapseCriteria`,
+``verdict=``): fewer than ``fraction·N`` distinct proposals taken, the
+cloud's effective rank below ``fraction·min(N − 1, d)``, one proposal holding the
 weight (ESS < 1.5), and, with a score, three Stein tests that need no reference:
 ``E_π[(x − c)·∇log π(x)] = −d`` gives ``info.stein_ratio`` (the cloud's spread against ``π``'s,
 about the squared sd ratio on a Gaussian; degenerate outside ``stein_band = (0.6, 1.6)``, or
@@ -99,7 +101,7 @@ Stein term along the field that also dilates the others: it sees a cloud stuck i
 neck, right in every local spread and wrong along the funnel; degenerate when a coordinate's
 ratio is outside ``scaling_band = (0.5, 1.5)`` and significant). ``collapsed`` is raised
 when degenerate steps dominate the recent past (an exponential average with memory
-``collapse_patience = 10`` steps above 1/2); an eager :func:`jaxsample.run` then warns once,
+``patience = 10`` steps above 1/2); an eager :func:`jaxsample.run` then warns once,
 and :func:`jaxsample.diagnostics.diagnose` names the problem and the remedy. The Stein checks
 see what counting particles cannot: a cloud of 100 distinct particles 30× too narrow
 (ill-conditioned Gaussian, d = 100), off-centre, or stuck in a funnel's neck.
@@ -116,18 +118,18 @@ weights balanced on standard-scale targets up to ``d ≈ 50`` with 100 particles
 
 **Choosing the preconditioner.** One isotropic proposal scale cannot suit a posterior whose
 principal standard deviations span orders of magnitude (Bayesian logistic regression: 24×): the
-weights then pile onto a few proposals and the ensemble collapses. With a preconditioner ``L``
-(``Σ = LLᵀ`` a covariance scale), every step runs in the whitened coordinates ``L⁻¹x``: centres
-``m = x + αΣ∇log π``, proposals ``m + √(2α)Lξ``, the Mahalanobis cost, preconditioned MALA, and
-``α`` is then in whitened units. ``"ensemble"`` whitens with the particles' Ledoit–Wolf
-covariance averaged over steps (``ema=0.9``); the average keeps one degenerate step (weight ESS
-≈ 1, every particle on one proposal, covariance 0) from shrinking the proposals to nothing, and
-the statistic is frozen while the cloud's effective rank is below the collapse threshold, so a
-collapsed cloud cannot lock it in. A fixed factor from :func:`laplace_preconditioner` suits a
-unimodal, near-Gaussian posterior (BLR after 300 steps, sd ratio / mean error in posterior sds
-against NUTS: 0.98 / 0.15 on breast cancer, d = 31; 0.99 / 0.06 on German credit, d = 21) and
-not a funnel or a hierarchical model at small scale. ``"diagonal"`` suits axis-aligned scales.
-On multimodal targets the ensemble covariance is dominated by the distance between modes.
+weights then pile onto a few proposals and the ensemble collapses. With a preconditioner ``L`` (``Σ
+= LLᵀ`` a covariance scale), every step runs in the whitened coordinates ``L⁻¹x``: centres ``m = x +
+αΣ∇log π``, proposals ``m + √(2α)Lξ``, the Mahalanobis cost, preconditioned MALA, and ``α`` is then
+in whitened units. ``"ensemble"`` whitens with the particles' Ledoit–Wolf covariance averaged over
+steps (``Ensemble(ema=0.9)``); the average keeps one degenerate step (weight ESS ≈ 1, every particle
+on one proposal, covariance 0) from shrinking the proposals to nothing, and the statistic is frozen
+while the cloud's effective rank is below the collapse threshold, so a collapsed cloud cannot lock
+it in. A fixed factor from :func:`~jaxsample.particles.laplace_preconditioner` suits a unimodal,
+near-Gaussian posterior (BLR after 300 steps, sd ratio / mean error in posterior sds against NUTS:
+0.98 / 0.15 on breast cancer, d = 31; 0.99 / 0.06 on German credit, d = 21) and not a funnel or a
+hierarchical model at small scale. ``"diagonal"`` suits axis-aligned scales. On multimodal targets
+the ensemble covariance is dominated by the distance between modes.
 """
 
 from __future__ import annotations
@@ -144,7 +146,6 @@ import numpy as np
 
 from jaxsample._checks import (
     check_array,
-    check_band,
     check_callable,
     check_choice,
     check_chunk_size,
@@ -152,46 +153,48 @@ from jaxsample._checks import (
     check_hyperparameter,
     check_initial_logdensity,
     check_int,
-    check_number,
     check_position,
     is_concrete,
     resolve_score_fn,
     score_callable,
 )
 from jaxsample._pytree import on_flat, ravel, unravel
-from jaxsample._solver import from_optimistix
 from jaxsample.core import SamplingAlgorithm, Step
-from jaxsample.kernels import langevin, linalg, logspace, stein, transport
-from jaxsample.kernels.solver import RESULTS, SolverStats
-from jaxsample.kernels.solver import select as select_result
+from jaxsample.diagnostics.criteria import CollapseCriteria
+from jaxsample.kernels import linalg, logspace, stein, transport
+from jaxsample.kernels.solver import SolverStats
+from jaxsample.particles import preconditioners
+from jaxsample.particles.options import Mutation, ProposalAdaptation, Sinkhorn
 
 __all__ = [
     "ETD_HARD",
     "ETDInfo",
     "ETDState",
-    "LaplaceFit",
-    "LaplaceInfo",
-    "Precision",
     "build_kernel",
     "etd",
     "init",
-    "laplace_preconditioner",
 ]
 
-
-PRECONDITIONERS = ("ensemble", "fisher", "diagonal")
-# the adapted steps stay within a factor e^±7 ≈ 10^±3 of the given ones: where no proposal step
-# can meet the weight-ESS target (high dimension), the proposals keep a scale of their own
-# rather than shrinking to nothing
-_MAX_LOG_SCALE = 7.0
 COSTS = ("euclidean", "langevin")
+
+# Every default of the method, defined once: etd(), build_kernel() and its kernel read these
+NUM_PROPOSALS = 25
+EPSILON = 0.1
+PROPOSAL_STEP = 0.5
+STEP_FRACTION = 1.0
+SCORE_CLIP = 5.0
+PRECONDITIONER = "ensemble"
+# the option objects are immutable (equinox modules), so one instance serves every call
+_DEFAULT_PRECONDITIONER = preconditioners.resolve(PRECONDITIONER)
+MUTATION = Mutation()
+PROPOSAL_ADAPTATION = ProposalAdaptation()
+SINKHORN = Sinkhorn()
+VERDICT = CollapseCriteria()
+
 # the documented switch for hard posteriors (d ≈ 100, hierarchical scales): see the module
 # docstring, "Hard posteriors"; read-only, so a user cannot change every later caller's preset
-ETD_HARD = types.MappingProxyType({"preconditioner": "fisher", "shrinkage": 0.0,
-                               "score_clip": 50.0, "mutation_steps": 16})
-# the family-wise level of the per-coordinate Stein tests' significance part (Bonferroni over
-# the d coordinates; their effect parts are ``coordinate_stein_band`` and ``scaling_band``)
-STEIN_LEVEL = 0.01
+ETD_HARD = types.MappingProxyType({"preconditioner": preconditioners.Fisher(shrinkage=0.0),
+                                   "score_clip": 50.0, "mutation": Mutation(steps=16)})
 
 
 class ETDState(NamedTuple):
@@ -207,15 +210,22 @@ class ETDState(NamedTuple):
             ``(d,)`` for ``"diagonal"``, empty ``(0,)`` otherwise.
         step: steps taken (int32); indexes ``epsilon`` / ``proposal_step`` schedules.
         log_step_scale: the adapted multiplier ``log(α_t / α)`` of the proposal step (0 at
-            the start; it stays 0 when ``proposal_adaptation_rate = 0``, the default).
+            the start; it stays 0 when ``ProposalAdaptation.rate = 0``, the default).
         log_mutation_scale: the adapted multiplier ``log(h_t / h)`` of the mutation step (it
-            stays 0 when ``mutation_adaptation_rate = 0``).
+            stays 0 when ``Mutation.adaptation_rate = 0``).
         degenerate_rate: exponential average of ``info.degenerate`` with weight
-            ``1/collapse_patience`` per step (0 at the start).
+            ``1/verdict.patience`` per step (0 at the start).
         collapsed: ``degenerate_rate > 1/2``: most recent steps looked degenerate, the cloud
             is not a sample of ``π``; :func:`jaxsample.run` warns when a run ends in this
             state.
     """
+
+    # what an eager jaxsample.run warns about when a run ends with the flag set
+    RUN_WARNINGS = (("collapsed", (
+        "the final particles are not a sample of the target (too few distinct particles, a "
+        "degenerate spread or degenerate importance weights for several steps in a row). Run "
+        "jaxsample.diagnostics.diagnose(trace) on the run's trace for the cause and the "
+        "remedy.")),)
 
     positions: jax.Array
     f: jax.Array
@@ -272,12 +282,12 @@ class ETDInfo(NamedTuple):
         mutation_step_size: the mutation step ``h_t`` used this step (after adaptation).
         acceptance_rate: mean Metropolis acceptance of the mutation steps (1 when there are none).
         degenerate: this step looked degenerate: distinct proposals taken or the cloud's
-            effective rank below ``collapse_fraction`` of ``N`` (resp. ``min(N − 1, d)``), the
+            effective rank below ``verdict.fraction`` of ``N`` (resp. ``min(N − 1, d)``), the
             raw weight ESS below 1.5 (one proposal holds the mass), ``stein_ratio`` outside
             ``stein_band``, a per-coordinate ratio outside ``coordinate_stein_band`` (and
             significant: Bonferroni, level 0.01 over ``d``),
             ``score_bias`` above ``max_score_bias`` or ``scaling_flag``.
-        collapsed: the exponential average of ``degenerate`` (weight ``1/collapse_patience``
+        collapsed: the exponential average of ``degenerate`` (weight ``1/verdict.patience``
             per step) is above 1/2: degenerate steps dominate the recent past (the first flag
             comes after 7 degenerate steps in a row with the default patience 10).
         nonfinite: True if anything non-finite was met this step (a log-density, a score, the
@@ -307,141 +317,20 @@ class ETDInfo(NamedTuple):
     nonfinite: jax.Array
 
 
-class Precision(NamedTuple):
-    """Wraps a precision matrix ``P`` (``(d, d)``) passed as ``preconditioner=Precision(P)``:
-    the sampler whitens with ``chol(P⁻¹)``."""
-
-    matrix: jax.Array
-
-
-class LaplaceFit(NamedTuple):
-    """The Laplace approximation ``N(mode, LLᵀ)`` from :func:`laplace_preconditioner`.
-
-    Attributes:
-        mode: the maximiser of ``logdensity_fn`` ``(d,)`` (the starting point if the optimiser
-            produced a non-finite one under tracing).
-        chol: lower Cholesky factor ``L`` of the covariance ``(−∇² log π(mode) + λI)⁻¹``;
-            always finite.
-    """
-
-    mode: jax.Array
-    chol: jax.Array
-
-
-class LaplaceInfo(NamedTuple):
-    """How the Laplace fit went.
-
-    Attributes:
-        solver: BFGS's :class:`~jaxsample.SolverStats`; ``RESULTS.not_positive_definite`` when
-            the Hessian had to be damped (the fit is then usable but is not a Laplace
-            approximation at a maximum).
-        damping: the ``λ >= 0`` added to the negative Hessian's eigenvalues (0 when it was
-            positive definite).
-        nonfinite: the optimiser or the Hessian produced a non-finite value (under tracing; an
-            eager call raises instead).
-    """
-
-    solver: SolverStats
-    damping: jax.Array
-    nonfinite: jax.Array
-
-
-def laplace_preconditioner(logdensity_fn: Callable, position, *, max_iterations: int = 500,
-                           tolerance: float = 1e-6) -> tuple[LaplaceFit, LaplaceInfo]:
-    """Laplace fit of ``π``: its mode by BFGS (optimistix) and ``chol((−∇² log π)⁻¹)`` there.
-
-    Pass ``fit.chol`` as ``etd(..., preconditioner=fit.chol)`` (and start the particles near
-    ``fit.mode``). The Hessian is ``jax.hessian`` of ``logdensity_fn`` (``O(d²)`` memory).
-
-    Failures are never a NaN factor: where ``H = −∇² log π(mode)`` is not positive definite
-    (a saddle, or BFGS stopped short), its eigenvalues are floored, ``H + λI`` with
-    ``λ = max(0, −λ_min(H)) + 10⁻³·mean|λ(H)|``, the damping is reported and
-    ``info.solver.result`` is ``RESULTS.not_positive_definite``. When ``logdensity_fn`` is not
-    finite at the point the optimiser returns (a start outside the support) an eager call
-    raises a ``ValueError`` with the reason; under tracing the fit falls back to
-    ``N(position, I)`` with ``info.nonfinite`` set.
-
-    A Laplace factor suits near-Gaussian posteriors: on a funnel or a hierarchical model at
-    small scale (eight schools) the mode sits in the neck, the factor is tiny in the directions
-    that matter, and a sampler preconditioned with it does worse than none (BFGS reports
-    success there: the fit is right, the approximation is not).
-
-    Args:
-        logdensity_fn: ``log π(x)`` for one point ``(d,)``.
-        position: starting point ``(d,)`` of the optimiser.
-        max_iterations: BFGS step cap.
-        tolerance: BFGS relative and absolute tolerance.
-
-    Returns:
-        ``(LaplaceFit(mode, chol), LaplaceInfo(solver, damping, nonfinite))``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> fit, info = laplace_preconditioner(lambda x: -0.5 * jnp.sum((x - 1.0)**2 / 4.0),
-        ...                                    jnp.zeros(2))
-        >>> fit.mode.round(4).tolist(), jnp.diag(fit.chol).round(4).tolist()
-        ([1.0, 1.0], [2.0, 2.0])
-        >>> bool(info.solver.converged), float(info.damping)
-        (True, 0.0)
-    """
-    import optimistix as optx
-
-    check_callable("logdensity_fn", logdensity_fn)
-    position = check_array("position", position, ndim=1, finite=True)
-    tolerance = check_number("tolerance", tolerance)
-    max_iterations = check_int("max_iterations", max_iterations, 1)
-    solution = optx.minimise(lambda x, _: -logdensity_fn(x),
-                             optx.BFGS(rtol=tolerance, atol=tolerance), position,
-                             max_steps=max_iterations, throw=False)
-    mode = solution.value
-    mode_ok = jnp.all(jnp.isfinite(mode)) & jnp.isfinite(logdensity_fn(mode))
-    if is_concrete(mode_ok) and not bool(mode_ok):
-        status = RESULTS[from_optimistix(solution).result] or "converged"
-        raise ValueError(
-            "laplace_preconditioner: logdensity_fn is not finite at the point the optimiser "
-            f"returned after {int(solution.stats['num_steps'])} steps ({status}); start it "
-            "where logdensity_fn is finite, or make logdensity_fn finite on the support")
-    mode = jnp.where(mode_ok, mode, position)
-    precision = -jax.hessian(logdensity_fn)(mode)
-    chol, damping, hessian_ok = _damped_chol_of_precision(precision)
-    if is_concrete(chol) and not bool(hessian_ok):
-        raise ValueError("laplace_preconditioner: the Hessian of logdensity_fn at the mode is "
-                         "not finite; check logdensity_fn near the mode")
-    nonfinite = ~mode_ok | ~hessian_ok
-    chol = jnp.where(hessian_ok, chol, jnp.eye(chol.shape[0], dtype=chol.dtype))
-    stats = from_optimistix(solution)
-    result = select_result(damping > 0, RESULTS.not_positive_definite, stats.result)
-    result = select_result(nonfinite, RESULTS.nonfinite, result)
-    return LaplaceFit(mode, chol), LaplaceInfo(SolverStats(stats.num_iterations, result),
-                                               damping, nonfinite)
-
-
-def _damped_chol_of_precision(precision):
-    """``chol((P + λI)⁻¹)`` by one eigendecomposition of the symmetrised ``P``; ``λ = 0`` when
-    ``P`` is positive definite, else ``−λ_min + 10⁻³·mean|λ|``. Returns
-    ``(factor, λ, finite)``."""
-    precision = 0.5 * (precision + precision.T)
-    finite = jnp.all(jnp.isfinite(precision))
-    precision = jnp.where(finite, precision, jnp.eye(precision.shape[0], dtype=precision.dtype))
-    eigenvalues, vectors = jnp.linalg.eigh(precision)
-    floor = 1e-3 * jnp.mean(jnp.abs(eigenvalues)) + jnp.finfo(precision.dtype).tiny
-    damping = jnp.where(eigenvalues[0] > 0, jnp.zeros_like(floor), floor - eigenvalues[0])
-    cov = (vectors / (eigenvalues + damping)[None, :]) @ vectors.T
-    return jnp.linalg.cholesky(0.5 * (cov + cov.T)), damping, finite
-
-
-def init(position: jax.Array, num_proposals: int = 25, *,
-         preconditioner_state: jax.Array | None = None,
+def init(position: jax.Array, num_proposals: int = NUM_PROPOSALS, *,
+         preconditioner=PRECONDITIONER, score_fn: Callable | None = None, batched: bool = False,
          rng_key: jax.Array | None = None) -> ETDState:
-    """Initial state: the particles, zero duals, the preconditioner statistic, step 0, no
+    """Initial state: the particles, zero duals, the preconditioner's statistic, step 0, no
     adaptation yet.
 
     Args:
         position: initial particles ``(N, d)``, floating point (valid: the constructor's ``init``
             checks it).
         num_proposals: proposals per particle ``M`` (sets the size of ``g``).
-        preconditioner_state: the adaptive preconditioner's initial statistic (the constructor
-            computes it from ``position``); ``None``: empty.
+        preconditioner: as :func:`etd`'s (its statistic at ``position`` starts the state).
+        score_fn: ``∇log π`` for one point (or ``(n, d)`` blocks with ``batched``); needed by
+            the preconditioners that read scores (``"fisher"``, and ``"diagonal"`` with a score).
+        batched: ``score_fn`` takes ``(n, d)`` blocks.
         rng_key: unused (ETD's start is deterministic); accepted for the common signature.
 
     Returns:
@@ -451,13 +340,14 @@ def init(position: jax.Array, num_proposals: int = 25, *,
     position = jnp.asarray(position)
     n = position.shape[0]
     dtype = position.dtype
-    if preconditioner_state is None:
-        preconditioner_state = jnp.zeros((0,), dtype)
+    if not isinstance(preconditioner, preconditioners.Preconditioner):
+        preconditioner = preconditioners.resolve(preconditioner)
+    score = None if score_fn is None else _raw_score(score_fn, position, batched)[0]
     return ETDState(
         position,
         jnp.zeros((n,), dtype),
         jnp.zeros((n * num_proposals,), dtype),
-        preconditioner_state,
+        preconditioner.init(position, score),
         jnp.zeros((), jnp.int32),
         jnp.zeros((), dtype),
         jnp.zeros((), dtype),
@@ -496,34 +386,6 @@ def _raw_score(score_fn, x, batched=False):
     return jnp.where(ok, s, jnp.zeros_like(s)), ~jnp.all(ok)
 
 
-def _mutate(key, u, log_density, drift, num_steps, step_size):
-    """``num_steps`` MALA steps (:func:`jaxsample.kernels.langevin.mala_step`) on every particle,
-    or random-walk Metropolis ones (a zero drift) when ``drift`` is None.
-
-    ``log_density(z)`` and ``drift(z)`` act on ``(N, d)`` blocks, in the whitened coordinates
-    when the sampler is preconditioned (preconditioned MALA); the drift is the clipped score,
-    and any drift leaves ``π`` invariant because the Metropolis–Hastings ratio uses it both
-    ways. Returns the particles, the mean acceptance and whether a non-finite value was met.
-    """
-    dtype = u.dtype
-    if drift is None:
-        fn = lambda z: (log_density(z), jnp.zeros_like(z))
-    else:
-        fn = lambda z: (log_density(z), drift(z))
-
-    def one(carry, step_key):
-        z, logp, b, bad = carry
-        move = langevin.mala_step(step_key, z, logp, b, fn, step_size)
-        carry = (move.position, move.logdensity, move.drift, bad | jnp.any(move.nonfinite))
-        return carry, jnp.mean(move.is_accepted.astype(dtype))
-
-    logp, b = fn(u)
-    bad = ~jnp.all(jnp.isfinite(b))
-    (u, _, _, bad), accepted = jax.lax.scan(one, (u, logp, b, bad),
-                                            jax.random.split(key, num_steps))
-    return u, jnp.mean(accepted), bad
-
-
 def _at(value, step):
     """A hyper-parameter or the entry of its schedule (1-D) at ``step`` (held at the end)."""
     value = jnp.asarray(value)
@@ -532,333 +394,247 @@ def _at(value, step):
     return value[jnp.minimum(step, value.shape[0] - 1)]
 
 
-class _Whitening(NamedTuple):
-    """This step's coordinates ``u = L⁻¹x``: ``whiten(x) = u``, ``colour(u) = x`` and
-    ``pull(s) = Lᵀs`` (a score in ``x`` as a score in ``u``)."""
+def _whitened(log_fn, score_fn, white, clip, batched, dtype):
+    """The density and the clipped drift as functions of whitened ``(N, d)`` blocks (the drift
+    None without a score)."""
 
-    whiten: Callable
-    colour: Callable
-    pull: Callable
+    def log_density_w(u):
+        return _log_density(log_fn, white.colour(u), batched)
 
+    def drift_w(u):
+        s = _scores(score_fn, white.colour(u), batched).astype(dtype)
+        return linalg.clip_by_norm(white.pull(s), clip)
 
-def _identity(v):
-    return v
-
-
-_IDENTITY = _Whitening(_identity, _identity, _identity)
+    return log_density_w, None if score_fn is None else drift_w
 
 
-def _factor_whitening(chol):
-    # L⁻¹ as a matmul (kernels.linalg.triangular_inverse): a triangular solve with the particles
-    # as right-hand sides made the preconditioned step ~2-4x the unpreconditioned one on CPU
-    inverse = linalg.triangular_inverse(chol)
-    return _Whitening(lambda v: v @ inverse.T, lambda u: u @ chol.T, lambda s: s @ chol)
+class _Pool(NamedTuple):
+    """This step's proposal pool in whitened coordinates."""
+
+    u: jax.Array  # the particles, whitened (N, d)
+    centres: jax.Array  # the proposal centres (N, d)
+    proposals: jax.Array  # (N·M, d)
+    log_target: jax.Array  # log π at the proposals (N·M,)
+    sigma: jax.Array  # the proposal sd
 
 
-def _scale_whitening(factor):
-    return _Whitening(lambda v: v / factor[None, :], lambda u: u * factor[None, :],
-                      lambda s: s * factor[None, :])
+class _Judgement(NamedTuple):
+    """The Stein part of this step's verdict (NaN and False without a score)."""
+
+    stein_mean: jax.Array
+    stein_min: jax.Array
+    stein_max: jax.Array
+    score_bias: jax.Array
+    scaling_min: jax.Array
+    coordinate_bad: jax.Array
+    scaling_bad: jax.Array
 
 
-# The preconditioner protocol: ``update(statistic, x, raw_score, params) -> (statistic,
-# whitening, bad)``, with ``raw_score`` the particles' scores (None without a score function)
-# and ``params`` the traced hyper-parameters. One function per kind; ``None`` is the identity.
-
-def _fixed_update(statistic, x, raw_score, params):
-    return statistic, _factor_whitening(jnp.asarray(params["scale"], x.dtype)), jnp.zeros((), bool)
-
-
-def _ema_unless_collapsed(statistic, fresh, x, params):
-    """``ema·statistic + (1 − ema)·fresh``, except that a cloud whose effective rank fell below
-    ``collapse_fraction·min(N − 1, d)`` keeps the old statistic (a collapsed cloud would shrink
-    the proposals to nothing and lock itself in)."""
-    n, d = x.shape
-    mix = jnp.asarray(params["ema"], x.dtype)
-    spread = linalg.effective_rank(x) >= jnp.asarray(params["collapse_fraction"], x.dtype) * min(
-        n - 1, d)
-    return jnp.where(spread, mix * statistic + (1 - mix) * fresh, statistic)
+def _stein_part(x, score, verdict: CollapseCriteria, dtype) -> _Judgement:
+    """The cloud's Stein evidence (:func:`jaxsample.kernels.stein.evidence`) and its flags."""
+    if score is None:
+        nan = jnp.full((), jnp.nan, dtype)
+        false = jnp.zeros((), bool)
+        return _Judgement(nan, nan, nan, nan, nan, false, false)
+    ev = stein.evidence(x, score)
+    coordinate_bad, scaling_bad = verdict.stein_flags(ev)
+    return _Judgement(jnp.mean(ev.linear), jnp.min(ev.linear), jnp.max(ev.linear),
+                      ev.score_bias, jnp.min(ev.scaling), coordinate_bad, scaling_bad)
 
 
-def _ensemble_update(statistic, x, raw_score, params):
-    """EMA of the Ledoit–Wolf ensemble covariance (:func:`_ema_unless_collapsed`)."""
-    statistic = _ema_unless_collapsed(statistic, linalg.ledoit_wolf(x, params["shrinkage"]), x,
-                                      params)
-    chol, bad = linalg.safe_cholesky(statistic)
-    return statistic, _factor_whitening(chol), bad
+def _propose(key, x, score, white, alpha, clip, num_proposals, log_density_w) -> _Pool:
+    """Step 1: ``M`` Gaussian proposals per particle around its (Langevin) centre."""
+    with jax.named_scope("proposals"):
+        n, d = x.shape
+        u = white.whiten(x)
+        centres = u if score is None else u + alpha * linalg.clip_by_norm(white.pull(score),
+                                                                           clip)
+        sigma = jnp.sqrt(2 * alpha)
+        noise = jax.random.normal(key, (n * num_proposals, d), x.dtype)
+        proposals = jnp.repeat(centres, num_proposals, axis=0) + sigma * noise
+        return _Pool(u, centres, proposals, log_density_w(proposals), sigma)
 
 
-def _diagonal_update(statistic, x, raw_score, params):
-    """RMSProp on the squared scores (with a score), else an EMA of the particles' variances."""
-    beta = jnp.asarray(params["decay"], x.dtype)
-    if raw_score is not None:
-        statistic = beta * statistic + (1 - beta) * jnp.mean(raw_score**2, axis=0)
-        factor = jax.lax.rsqrt(statistic + jnp.asarray(1e-8, x.dtype))
-    else:
-        statistic = beta * statistic + (1 - beta) * jnp.var(x, axis=0)
-        factor = jnp.sqrt(jnp.maximum(statistic, jnp.finfo(x.dtype).tiny))
-    return statistic, _scale_whitening(factor), jnp.zeros((), bool)
+def _weigh(pool: _Pool, min_weight_ess, n, chunk_size):
+    """Step 2: importance weights against the pool's mixture, tempered to the weight guard.
+    Returns ``(log_b, raw weight ESS, temperature, num_invalid)``."""
+    log_b, num_invalid = transport.proposal_log_weights(
+        pool.log_target, pool.proposals, pool.centres, pool.sigma, chunk_size=chunk_size)
+    weight_ess = jnp.exp(logspace.log_ess(log_b))
+    log_b, temperature = logspace.temper_to_ess(log_b, min_weight_ess * n)
+    return log_b, weight_ess, temperature, num_invalid
 
 
-def _fisher_statistic(x, raw_score, shrinkage):
-    """The pair ``(C, S)``: the Ledoit–Wolf covariances of the particles and of their scores
-    ``(2, d, d)``, each score first clipped to 10× the median score norm: far from the
-    posterior a few particles' scores reach 10²⁰ (stochastic volatility from N(0, I)), whose
-    squares overflow float32; in the bulk the clip does not bind. Norms are taken of rows
-    divided by their largest entry, so the clip itself does not overflow."""
-    peak = jnp.max(jnp.abs(raw_score), axis=1, keepdims=True)
-    peak = jnp.where(peak > 0, peak, jnp.ones_like(peak))
-    norms = peak * jnp.linalg.norm(raw_score / peak, axis=1, keepdims=True)
-    cap = 10 * jnp.median(norms) + jnp.finfo(x.dtype).tiny
-    score = raw_score * jnp.minimum(1, cap / jnp.maximum(norms, jnp.finfo(x.dtype).tiny))
-    return jnp.stack([linalg.ledoit_wolf(x, shrinkage), linalg.ledoit_wolf(score, shrinkage)])
+def _couple(key, pool: _Pool, log_b, eps, state, sinkhorn: Sinkhorn, *, coupling, update, cost,
+            chunk_size):
+    """Step 3: the entropic plan between the particles and the weighted pool, and each
+    particle's row draw (or barycentre). Returns ``(plan, rows, cost scale)``."""
+    dtype = log_b.dtype
+    with jax.named_scope("cost"):
+        source = pool.u if cost == "euclidean" else pool.centres
+        scale = transport.cost_scale(source, pool.proposals)
+        geom = transport.ParticleGeometry(source, pool.proposals, inv_scale=1 / scale,
+                                          chunk_size=chunk_size)
+    plan = transport.solve_coupling(
+        geom, log_b, epsilon=eps, coupling=coupling, rho=jnp.asarray(sinkhorn.rho, dtype),
+        init=(state.f, state.g) if sinkhorn.warm_start else None,
+        tolerance=jnp.asarray(sinkhorn.tolerance, dtype), max_iterations=sinkhorn.max_iterations,
+        criterion=sinkhorn.criterion,
+        inner_iterations=5 if sinkhorn.criterion == "marginal" else 1)
+    rows = transport.transport_rows(key, geom, plan.g, pool.proposals, epsilon=eps,
+                                    update=update)
+    return plan, rows, scale
 
 
-def _fisher_update(statistic, x, raw_score, params):
-    """EMAs of the particles' and the scores' covariances (:func:`_ema_unless_collapsed`),
-    whitening with their geometric mean (:func:`jaxsample.kernels.linalg.fisher_covariance`):
-    the target's covariance on a Gaussian whatever the cloud's spread, so a cloud too narrow or
-    too wide is not locked in (the ensemble covariance alone is)."""
-    if raw_score is None:
-        raise ValueError("preconditioner='fisher' needs a score function")
-    statistic = _ema_unless_collapsed(
-        statistic, _fisher_statistic(x, raw_score, params["shrinkage"]), x, params)
-    chol, bad = linalg.safe_cholesky(linalg.fisher_covariance(statistic[0], statistic[1]))
-    return statistic, _factor_whitening(chol), bad
+def _move(pool: _Pool, rows, plan, eta, num_invalid, update):
+    """Step 4: ``u ← (1 − η)u + η·target``; the particles stay where they were when the plan or
+    the move is not finite. Returns ``(u, num_distinct, effective rank)``."""
+    u = pool.u
+    moved = (1 - eta) * u + eta * rows.targets
+    any_valid = num_invalid < pool.proposals.shape[0]
+    # NaN duals make every row's logits NaN and the categorical draw returns an arbitrary
+    # finite index (so the check on `moved` alone would pass): keep the particles where they
+    # were. -inf entries of g are legitimate (zero-weight proposals).
+    plan_ok = ~jnp.any(jnp.isnan(plan.g)) & ~jnp.any(jnp.isnan(plan.f))
+    u_new = jnp.where(any_valid & plan_ok & jnp.all(jnp.isfinite(moved)), moved, u)
+    n = u.shape[0]
+    distinct = (_count_distinct(rows.picks) if update == "categorical"
+                else jnp.asarray(n, jnp.int32))
+    return u_new, distinct, linalg.effective_rank(u_new)
 
 
-_PRECONDITIONER_UPDATES = {"fixed": _fixed_update, "ensemble": _ensemble_update,
-                           "fisher": _fisher_update,
-                           "diagonal": _diagonal_update}
+def _colour_back(x, u, u_new, white, whitens):
+    """The moved particles in the user's coordinates; with a preconditioner, particles that did
+    not move keep their positions exactly (whitening and colouring back would round them), and
+    a non-finite colouring moves none."""
+    x_new = white.colour(u_new)
+    if not whitens:
+        return x_new
+    stayed = jnp.all(u_new == u, axis=1, keepdims=True)
+    return jnp.where(stayed | ~jnp.all(jnp.isfinite(x_new)), x, x_new)
+
+
+def _adapt(state, weight_ess, acceptance, n, mutation: Mutation,
+           adaptation: ProposalAdaptation):
+    """Step 6: the proposal step's multiplier follows the raw weight ESS (the weights stay exact:
+    ``α`` is fixed within a step), the mutation step's follows the acceptance; a non-finite
+    update keeps both."""
+    with jax.named_scope("adaptation"):
+        log_step_scale = adaptation.adapt(state.log_step_scale, weight_ess, n)
+        log_mutation_scale = mutation.adapt(state.log_mutation_scale, acceptance)
+        ok = jnp.isfinite(log_step_scale) & jnp.isfinite(log_mutation_scale)
+        return (jnp.where(ok, log_step_scale, state.log_step_scale),
+                jnp.where(ok, log_mutation_scale, state.log_mutation_scale))
+
+
+def _finish(state, info, positions, plan, statistic, log_step_scale, log_mutation_scale, rate):
+    """Step 7: the new state; non-finite duals restart from zero and a non-finite
+    preconditioner statistic keeps the old one, each reported in ``info.nonfinite``."""
+    duals_ok = jnp.all(jnp.isfinite(plan.f)) & jnp.all(jnp.isfinite(plan.g))
+    statistic_ok = jnp.all(jnp.isfinite(statistic))
+    info = info._replace(nonfinite=info.nonfinite | ~duals_ok | ~statistic_ok)
+    new_state = ETDState(
+        positions,
+        jnp.where(duals_ok, plan.f, jnp.zeros_like(plan.f)),
+        jnp.where(duals_ok, plan.g, jnp.zeros_like(plan.g)),
+        jnp.where(statistic_ok, statistic, state.preconditioner), state.step + 1,
+        log_step_scale, log_mutation_scale, rate, info.collapsed)
+    return new_state, info
+
+
+def _resolved_weight_ess(min_weight_ess, mutation: Mutation):
+    """The weight guard: 0.1 of ``N`` with mutation moves (which pull back the tempering's
+    bias), off without, unless given."""
+    if min_weight_ess is None:
+        return 0.1 if mutation.steps > 0 else 0.0
+    return min_weight_ess
 
 
 @functools.cache
-def build_kernel(
-    *,
-    coupling: str = "balanced",
-    update: str = "categorical",
-    mutation_steps: int = 2,
-    warm_start: bool = False,
-    max_iterations: int = 200,
-    chunk_size: int | None = None,
-    preconditioner: str | None = None,
-    cost: str = "euclidean",
-    batched: bool = False,
-    criterion: str = "marginal",
-    collapse_patience: int = 10,
-) -> Callable:
+def build_kernel(*, coupling: str = "balanced", update: str = "categorical",
+                 cost: str = "euclidean", batched: bool = False,
+                 chunk_size: int | None = None) -> Callable:
     """The ETD transition for a static structure (cached: equal structure, same function).
 
     Args:
         coupling: ``"balanced"``, ``"unbalanced"`` or ``"gibbs"``.
         update: ``"categorical"`` or ``"barycentric"``.
-        mutation_steps: π-invariant MALA / random-walk Metropolis steps after the update.
-        warm_start: start Sinkhorn from the state's duals.
-        max_iterations: Sinkhorn's iteration cap.
-        chunk_size: particle rows per block of every ``N × P`` interaction, or None (dense).
-        preconditioner: None, ``"fixed"`` (the kernel's ``scale`` argument), ``"ensemble"``,
-            ``"fisher"`` (needs ``score_fn``) or ``"diagonal"``.
         cost: ``"euclidean"`` (``½‖x_i − y_j‖²``) or ``"langevin"`` (``½‖m_i − y_j‖²``, the
             Langevin-residual cost), both in whitened coordinates and median-normalised.
         batched: ``logdensity_fn`` / ``score_fn`` take ``(n, d)`` blocks.
-        criterion: Sinkhorn's stopping rule, ``"marginal"`` or ``"dual"``
-            (see :func:`jaxsample.kernels.transport.solve_coupling`).
-        collapse_patience: memory of the verdict in steps: ``collapsed`` is raised when the
-            exponential average of ``degenerate`` with weight ``1/collapse_patience`` exceeds
-            1/2.
+        chunk_size: particle rows per block of every ``N × P`` interaction, or None (dense).
 
     Returns:
         ``kernel(key, state, logdensity_fn, score_fn=None, *, epsilon, proposal_step,
-        step_fraction, mutation_step_size, rho, score_clip, tolerance, scale, shrinkage,
-        ema, decay, min_weight_ess, target_weight_ess, target_acceptance,
-        proposal_adaptation_rate, mutation_adaptation_rate, proposal_follows_mutation,
-        collapse_fraction, stein_band, coordinate_stein_band, max_score_bias, scaling_band)
-        -> (ETDState, ETDInfo)``. The float arguments may be traced;
-        ``epsilon`` and ``proposal_step`` may be 1-D schedules indexed by ``state.step``;
-        ``score_clip = 0`` means no clipping. Inputs are valid (:func:`etd` checked them).
+        step_fraction, score_clip, min_weight_ess, preconditioner, mutation,
+        proposal_adaptation, sinkhorn, verdict) -> (ETDState, ETDInfo)``, its keywords
+        :func:`etd`'s with the same defaults (one definition), any float traced. Inputs are
+        valid (:func:`etd` checked them); ``score_clip = 0`` means no clipping.
     """
 
     def kernel(key: jax.Array, state: ETDState, logdensity_fn: Callable,
-               score_fn: Callable | None = None, *, epsilon, proposal_step, step_fraction=1.0,
-               mutation_step_size=None, rho=1.0, score_clip=5.0, tolerance=1e-2, scale=None,
-               shrinkage=None, ema=0.9, decay=0.9, min_weight_ess=0.0, target_weight_ess=0.5,
-               target_acceptance=0.574, proposal_adaptation_rate=0.0,
-               mutation_adaptation_rate=0.0, proposal_follows_mutation=0.0,
-               collapse_fraction=0.1,
-               stein_band=(0.6, 1.6), coordinate_stein_band=(0.3, 3.0), max_score_bias=0.05,
-               scaling_band=(0.5, 1.5)) -> tuple[ETDState, ETDInfo]:
+               score_fn: Callable | None = None, *, epsilon=EPSILON,
+               proposal_step=PROPOSAL_STEP, step_fraction=STEP_FRACTION,
+               score_clip=SCORE_CLIP, min_weight_ess=None,
+               preconditioner=_DEFAULT_PRECONDITIONER, mutation=MUTATION,
+               proposal_adaptation=PROPOSAL_ADAPTATION, sinkhorn=SINKHORN,
+               verdict=VERDICT) -> tuple[ETDState, ETDInfo]:
         with jax.named_scope("etd_step"):
             x, structure = ravel(state.positions, 1)
-            logdensity_fn, score_fn = _flat_functions(logdensity_fn, score_fn, structure,
-                                                      batched)
+            log_fn, score_fn = _flat_functions(logdensity_fn, score_fn, structure, batched)
             n, d = x.shape
             dtype = x.dtype
-            num_proposals = state.g.shape[0] // n
             cast = lambda v: jnp.asarray(v, dtype)
-            eps = cast(_at(epsilon, state.step))
-            log_alpha_scale = state.log_step_scale
-            if mutation_steps > 0:
-                log_alpha_scale = log_alpha_scale + cast(proposal_follows_mutation) * (
-                    state.log_mutation_scale)
-            alpha = cast(_at(proposal_step, state.step)) * jnp.exp(log_alpha_scale)
-            eta, clip = cast(step_fraction), cast(score_clip)
-            h_base = (cast(_at(proposal_step, state.step)) if mutation_step_size is None
-                      else cast(mutation_step_size))
-            h_mutation = h_base * jnp.exp(state.log_mutation_scale)
             key_prop, key_pick, key_mut = jax.random.split(key, 3)
-            sigma = jnp.sqrt(2 * alpha)
-
+            base_step = cast(_at(proposal_step, state.step))
+            alpha = proposal_adaptation.step_at(base_step, state.log_step_scale,
+                                                state.log_mutation_scale, mutation.steps)
+            h = mutation.step_size_at(base_step, state.log_mutation_scale)
+            clip = cast(score_clip)
             with jax.named_scope("preconditioner"):
-                raw_score, bad_score = None, jnp.zeros((), bool)
-                if score_fn is not None:
-                    raw_score, bad_score = _raw_score(score_fn, x, batched)
-                if preconditioner is None:
-                    statistic, white, bad_pre = (state.preconditioner, _IDENTITY,
-                                                 jnp.zeros((), bool))
-                else:
-                    params = dict(scale=scale, shrinkage=shrinkage, ema=ema, decay=decay,
-                                  collapse_fraction=collapse_fraction)
-                    statistic, white, bad_pre = _PRECONDITIONER_UPDATES[preconditioner](
-                        state.preconditioner, x, raw_score, params)
+                score, bad_score = (None, jnp.zeros((), bool)) if score_fn is None else (
+                    _raw_score(score_fn, x, batched))
+                statistic, white, bad_pre = preconditioner.update(
+                    state.preconditioner, x, score, verdict.fraction)
 
-            def log_density_w(u):
-                return _log_density(logdensity_fn, white.colour(u), batched)
-
-            def drift_w(u):
-                score = _scores(score_fn, white.colour(u), batched).astype(dtype)
-                return linalg.clip_by_norm(white.pull(score), clip)
-
-            with jax.named_scope("proposals"):
-                u = white.whiten(x)
-                if score_fn is not None:
-                    centres = u + alpha * linalg.clip_by_norm(white.pull(raw_score), clip)
-                    ratios = stein.linear_ratios(x, raw_score)
-                    stein_mean, stein_min, stein_max = (jnp.mean(ratios), jnp.min(ratios),
-                                                        jnp.max(ratios))
-                    bias = stein.score_bias(raw_score)
-                    coordinate_bad = stein.outside_band(
-                        ratios, stein.linear_z(x, raw_score), coordinate_stein_band[0],
-                        coordinate_stein_band[1], STEIN_LEVEL)
-                    scaling, scaling_z = stein.scaling_ratios(x, raw_score)
-                    scaling_bad = stein.outside_band(scaling, scaling_z, scaling_band[0],
-                                                     scaling_band[1], STEIN_LEVEL)
-                    scaling_min = jnp.min(scaling)
-                else:
-                    centres = u
-                    stein_mean = stein_min = stein_max = bias = scaling_min = jnp.full(
-                        (), jnp.nan, dtype)
-                    scaling_bad = coordinate_bad = jnp.zeros((), bool)
-                noise = jax.random.normal(key_prop, (n * num_proposals, d), dtype)
-                proposals = jnp.repeat(centres, num_proposals, axis=0) + sigma * noise
-                log_target = log_density_w(proposals)
-
-            log_b, num_invalid = transport.proposal_log_weights(
-                log_target, proposals, centres, sigma, chunk_size=chunk_size)
-            weight_ess = jnp.exp(logspace.log_ess(log_b))
-            log_b, temperature = logspace.temper_to_ess(log_b, cast(min_weight_ess) * n)
-            with jax.named_scope("cost"):
-                source = u if cost == "euclidean" else centres
-                scale_c = transport.cost_scale(source, proposals)
-                geom = transport.ParticleGeometry(source, proposals, inv_scale=1 / scale_c,
-                                                  chunk_size=chunk_size)
-            plan = transport.solve_coupling(
-                geom, log_b, epsilon=eps, coupling=coupling, rho=cast(rho),
-                init=(state.f, state.g) if warm_start else None, tolerance=cast(tolerance),
-                max_iterations=max_iterations, criterion=criterion,
-                inner_iterations=5 if criterion == "marginal" else 1)
-            rows = transport.transport_rows(key_pick, geom, plan.g, proposals, epsilon=eps,
-                                            update=update)
-
-            moved = (1 - eta) * u + eta * rows.targets
-            any_valid = num_invalid < proposals.shape[0]
-            # NaN duals make every row's logits NaN and the categorical draw returns an arbitrary
-            # finite index (so the check on `moved` alone would pass): keep the particles where
-            # they were. -inf entries of g are legitimate (zero-weight proposals).
-            plan_ok = ~jnp.any(jnp.isnan(plan.g)) & ~jnp.any(jnp.isnan(plan.f))
-            u_new = jnp.where(any_valid & plan_ok & jnp.all(jnp.isfinite(moved)), moved, u)
-            rank = linalg.effective_rank(u_new)
-            if update == "categorical":
-                num_distinct = _count_distinct(rows.picks)
-            else:
-                num_distinct = jnp.asarray(n, jnp.int32)
-            if mutation_steps > 0:
-                with jax.named_scope("mutation"):
-                    drift_fn = None if score_fn is None else drift_w
-                    u_new, acceptance, bad_mut = _mutate(key_mut, u_new, log_density_w,
-                                                         drift_fn, mutation_steps, h_mutation)
-            else:
-                acceptance, bad_mut = jnp.ones((), dtype), jnp.zeros((), bool)
-            x_new = white.colour(u_new)
-            if preconditioner is not None:
-                # particles that did not move keep their positions exactly (whitening and
-                # colouring back would round them), and a non-finite colouring moves none
-                stayed = jnp.all(u_new == u, axis=1, keepdims=True)
-                x_new = jnp.where(stayed | ~jnp.all(jnp.isfinite(x_new)), x, x_new)
-
-            with jax.named_scope("adaptation"):
-                # the proposal step follows the raw weight ESS towards target·N (the weights
-                # stay exact: α is fixed within a step); the mutation step follows the
-                # acceptance rate towards its target (Robbins–Monro on the log scale)
-                ess_gap = jnp.log(jnp.maximum(weight_ess, 1.0) / n) - jnp.log(
-                    cast(target_weight_ess))
-                log_step_scale = jnp.clip(
-                    state.log_step_scale + cast(proposal_adaptation_rate) * ess_gap,
-                                          -_MAX_LOG_SCALE, _MAX_LOG_SCALE)
-                log_mutation_scale = state.log_mutation_scale
-                if mutation_steps > 0:
-                    log_mutation_scale = jnp.clip(
-                        log_mutation_scale + cast(mutation_adaptation_rate)
-                        * (acceptance - cast(target_acceptance)),
-                        -_MAX_LOG_SCALE, _MAX_LOG_SCALE)
-                ok_scales = jnp.isfinite(log_step_scale) & jnp.isfinite(log_mutation_scale)
-                log_step_scale = jnp.where(ok_scales, log_step_scale, state.log_step_scale)
-                log_mutation_scale = jnp.where(ok_scales, log_mutation_scale,
-                                               state.log_mutation_scale)
-
+            log_density_w, drift_w = _whitened(log_fn, score_fn, white, clip, batched, dtype)
+            pool = _propose(key_prop, x, score, white, alpha, clip, state.g.shape[0] // n,
+                            log_density_w)
+            judged = _stein_part(x, score, verdict, dtype)
+            log_b, weight_ess, temperature, num_invalid = _weigh(
+                pool, cast(_resolved_weight_ess(min_weight_ess, mutation)), n, chunk_size)
+            eps = cast(_at(epsilon, state.step))
+            plan, rows, scale_c = _couple(key_pick, pool, log_b, eps, state, sinkhorn,
+                                          coupling=coupling, update=update, cost=cost,
+                                          chunk_size=chunk_size)
+            u_new, num_distinct, rank = _move(pool, rows, plan, cast(step_fraction),
+                                              num_invalid, update)
+            with jax.named_scope("mutation"):
+                u_new, acceptance, bad_mut = mutation.run(
+                    key_mut, u_new, log_density_w, drift_w, h)
+            x_new = _colour_back(x, pool.u, u_new, white, preconditioner.whitens)
+            log_step_scale, log_mutation_scale = _adapt(state, weight_ess, acceptance, n,
+                                                        mutation, proposal_adaptation)
             with jax.named_scope("verdict"):
-                threshold = cast(collapse_fraction)
-                low, high = cast(stein_band[0]), cast(stein_band[1])
-                degenerate = ((num_distinct.astype(dtype) < threshold * n)
-                              | (rank < threshold * min(n - 1, d))
-                              | (weight_ess < 1.5)
-                              | (stein_mean < low) | (stein_mean > high)
-                              | coordinate_bad
-                              | (bias > cast(max_score_bias))
-                              | scaling_bad)
-                memory = 1 - 1 / collapse_patience
-                rate = memory * state.degenerate_rate + (1 - memory) * degenerate.astype(dtype)
-                collapsed = rate > 0.5
-
-            duals_ok = jnp.all(jnp.isfinite(plan.f)) & jnp.all(jnp.isfinite(plan.g))
-            f = jnp.where(duals_ok, plan.f, jnp.zeros_like(plan.f))
-            g = jnp.where(duals_ok, plan.g, jnp.zeros_like(plan.g))
-            statistic_ok = jnp.all(jnp.isfinite(statistic))
-            statistic = jnp.where(statistic_ok, statistic, state.preconditioner)
+                degenerate = verdict.degenerate(
+                    num_distinct=num_distinct, rank=rank, weight_ess=weight_ess,
+                    stein_mean=judged.stein_mean, score_bias=judged.score_bias,
+                    coordinate_bad=judged.coordinate_bad, scaling_bad=judged.scaling_bad,
+                    num_particles=n, dim=d)
+                rate, collapsed = verdict.collapse(state.degenerate_rate, degenerate)
+            nonfinite = (num_invalid > 0) | bad_score | bad_mut | bad_pre
             info = ETDInfo(
                 solver=SolverStats.of(plan.num_iterations, converged=plan.converged),
-                coupling_ess=jnp.mean(rows.row_ess),
-                weight_ess=weight_ess,
-                weight_temperature=temperature,
-                num_distinct=num_distinct,
-                effective_rank=rank,
-                stein_ratio=stein_mean,
-                stein_ratio_min=stein_min,
-                stein_ratio_max=stein_max,
-                score_bias=bias,
-                scaling_ratio_min=scaling_min,
-                scaling_flag=scaling_bad,
-                num_invalid=num_invalid,
-                cost_scale=scale_c,
-                proposal_step=alpha,
-                mutation_step_size=h_mutation,
-                acceptance_rate=acceptance,
-                degenerate=degenerate,
-                collapsed=collapsed,
-                nonfinite=((num_invalid > 0) | bad_score | bad_mut | ~duals_ok | bad_pre
-                           | ~statistic_ok),
-            )
-            new_state = ETDState(unravel(x_new, structure), f, g, statistic, state.step + 1,
-                                 log_step_scale, log_mutation_scale, rate, collapsed)
-            return new_state, info
+                coupling_ess=jnp.mean(rows.row_ess), weight_ess=weight_ess,
+                weight_temperature=temperature, num_distinct=num_distinct,
+                effective_rank=rank, stein_ratio=judged.stein_mean,
+                stein_ratio_min=judged.stein_min, stein_ratio_max=judged.stein_max,
+                score_bias=judged.score_bias, scaling_ratio_min=judged.scaling_min,
+                scaling_flag=judged.scaling_bad, num_invalid=num_invalid, cost_scale=scale_c,
+                proposal_step=alpha, mutation_step_size=h, acceptance_rate=acceptance,
+                degenerate=degenerate, collapsed=collapsed, nonfinite=nonfinite)
+            return _finish(state, info, unravel(x_new, structure), plan, statistic,
+                           log_step_scale, log_mutation_scale, rate)
 
     return kernel
 
@@ -883,67 +659,32 @@ def _schedule(name, value):
     return check_hyperparameter(name, value)
 
 
-def _preconditioner(value):
-    """``(kind, scale)`` from the ``preconditioner`` argument."""
-    if value is None:
-        return None, None
-    if isinstance(value, str):
-        return check_choice("preconditioner", value, PRECONDITIONERS), None
-    if isinstance(value, Precision):
-        matrix = check_array("preconditioner", value.matrix, ndim=2, finite=True)
-        if matrix.shape[0] != matrix.shape[1]:
-            raise ValueError(f"preconditioner must be a square (d, d) matrix, got {matrix.shape}")
-        scale, damping, _ = _damped_chol_of_precision(matrix)
-        if is_concrete(damping) and float(damping) > 0:
-            raise ValueError("preconditioner: the precision matrix is not positive definite")
-    else:
-        scale = check_array("preconditioner", value, ndim=2, finite=True)
-    if scale.shape[0] != scale.shape[1]:
-        raise ValueError(f"preconditioner must be a square (d, d) matrix, got {scale.shape}")
-    if is_concrete(scale):
-        if not bool(jnp.allclose(scale, jnp.tril(scale))) or not bool(
-                jnp.all(jnp.diagonal(scale) > 0)):
-            raise ValueError("preconditioner must be a lower-triangular Cholesky factor with a "
-                             "positive diagonal (e.g. jnp.linalg.cholesky(cov))")
-    return "fixed", scale
+def _option(name, value, cls):
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be a {cls.__module__.replace('._', '.')}.{cls.__name__}"
+                        f"(...), got {type(value).__name__}")
+    return value.checked()
 
 
 def etd(
     logdensity_fn: Callable,
     *,
-    score_fn: Callable | None = None,
-    num_proposals: int = 25,
-    epsilon=0.1,
-    proposal_step=0.5,
+    score_fn: Callable | str | None = None,
+    num_proposals: int = NUM_PROPOSALS,
+    epsilon=EPSILON,
+    proposal_step=PROPOSAL_STEP,
+    score_clip: float | None = SCORE_CLIP,
     coupling: str = "balanced",
     update: str = "categorical",
-    step_fraction: float = 1.0,
-    mutation_steps: int = 2,
-    mutation_step_size: float | None = None,
-    rho: float = 1.0,
-    score_clip: float | None = 5.0,
-    preconditioner="ensemble",
-    shrinkage: float | None = None,
-    ema: float = 0.9,
-    decay: float = 0.9,
+    step_fraction: float = STEP_FRACTION,
     cost: str = "euclidean",
+    preconditioner=PRECONDITIONER,
     min_weight_ess: float | None = None,
-    target_weight_ess: float = 0.5,
-    target_acceptance: float = 0.574,
-    proposal_adaptation_rate: float = 0.0,
-    mutation_adaptation_rate: float = 0.5,
-    proposal_follows_mutation: bool = True,
-    collapse_fraction: float = 0.1,
-    stein_band=(0.6, 1.6),
-    coordinate_stein_band=(0.3, 3.0),
-    max_score_bias: float = 0.05,
-    scaling_band=(0.5, 1.5),
-    collapse_patience: int = 10,
+    mutation: Mutation = MUTATION,
+    proposal_adaptation: ProposalAdaptation = PROPOSAL_ADAPTATION,
+    sinkhorn: Sinkhorn = SINKHORN,
+    verdict: CollapseCriteria = VERDICT,
     batched: bool = False,
-    warm_start: bool = False,
-    tolerance: float = 1e-2,
-    criterion: str = "marginal",
-    max_iterations: int = 200,
     chunk_size: int | None = None,
 ) -> SamplingAlgorithm:
     """Entropic transport descent (ETD) particle sampler.
@@ -951,8 +692,8 @@ def etd(
     See the module docstring for the update rule, the adaptive defaults and how to choose
     ``epsilon``, ``proposal_step`` and ``preconditioner``. Without ``score_fn`` the sampler is
     score-free: it evaluates only ``logdensity_fn`` and never differentiates it. Every float
-    argument is a traced value of the step (sweeps and ``jax.vmap`` over it share one
-    compilation).
+    argument, and every float option of the option objects, is a traced value of the step
+    (sweeps and ``jax.vmap`` over it share one compilation).
 
     Args:
         logdensity_fn: ``log π(x)`` up to a constant for one point ``x`` of shape ``(d,)`` or a
@@ -967,99 +708,42 @@ def etd(
         epsilon: entropic regularisation ``ε > 0`` relative to the median cost; or a 1-D array,
             a schedule (entry ``t`` at step ``t``, the last one held).
         proposal_step: the initial ``α > 0`` in whitened units: centres move by
-            ``α·Σ·score``, proposal std ``√(2α)`` (whitened); or a 1-D schedule. With
-            ``proposal_adaptation_rate > 0`` the sampler rescales it every step
+            ``α·Σ·score``, proposal std ``√(2α)`` (whitened); or a 1-D schedule. It follows
+            the mutation step and, with ``proposal_adaptation.rate > 0``, a weight-ESS target
             (``info.proposal_step``).
-        coupling: ``"balanced"`` (Sinkhorn, both marginals), ``"unbalanced"`` (KL penalty ``ρ``
-            on the proposal marginal) or ``"gibbs"`` (semi-relaxed, one pass, no iterations).
-        update: ``"categorical"`` (draw a proposal from the row) or ``"barycentric"`` (row mean).
-        step_fraction: damping ``η ∈ (0, 1]``: ``x ← (1−η)x + η·target``.
-        mutation_steps: π-invariant (preconditioned) MALA / random-walk Metropolis steps after
-            each update (default 2; 0 is the paper's plain ETD step).
-        mutation_step_size: the initial step ``h`` of the mutation kernel (default:
-            ``proposal_step``), adapted towards ``target_acceptance``.
-        rho: unbalanced KL weight ``ρ > 0`` (``"unbalanced"`` only).
         score_clip: whitened scores are rescaled to at most this norm; ``None``, ``0`` or
             ``inf``: no clipping (the reference code's convention).
-        preconditioner: ``"ensemble"`` (default), ``None`` (identity: the unpreconditioned
-            sampler, the paper's), a fixed lower
-            Cholesky factor ``L`` of a covariance (e.g. :func:`laplace_preconditioner`'s
-            ``chol``) or ``Precision(P)``, ``"ensemble"`` (the particles' Ledoit–Wolf-shrunk
-            covariance, an EMA, frozen while the cloud's effective rank is below the collapse
-            threshold), ``"fisher"`` (the geometric mean of the particles' covariance and the
-            inverse of their scores' covariance, each an EMA, frozen like ``"ensemble"``: the
-            target's covariance on a Gaussian however wrong the cloud's spread; needs a score
-            and, with ``shrinkage=0``, more particles than dimensions; see "Hard posteriors")
-            or ``"diagonal"`` (RMSProp on the squared scores, or the particles'
-            variances without a score). Proposals, cost and mutation live in the whitened
-            coordinates ``L⁻¹x``; the importance weights are exact for the proposal used
-            (``L`` is fixed within a step and ``|det L|`` cancels).
-        shrinkage: ``"ensemble"`` and ``"fisher"``: Ledoit–Wolf intensity ``λ ∈ [0, 1]``
-            towards ``(tr Σ/d) I``; None estimates it (Ledoit & Wolf 2004). With
-            ``"fisher"`` shrinkage spoils the mean on an ill-conditioned target
-            (:data:`ETD_HARD` sets 0).
-        ema: ``"ensemble"`` and ``"fisher"``: weight ``∈ [0, 1)`` of the previous
-            statistic (0: none).
-        decay: ``"diagonal"``: RMSProp decay ``β ∈ [0, 1)``.
+        coupling: ``"balanced"`` (Sinkhorn, both marginals), ``"unbalanced"`` (KL penalty
+            ``sinkhorn.rho`` on the proposal marginal) or ``"gibbs"`` (semi-relaxed, one pass,
+            no iterations).
+        update: ``"categorical"`` (draw a proposal from the row) or ``"barycentric"`` (row mean).
+        step_fraction: damping ``η ∈ (0, 1]``: ``x ← (1−η)x + η·target``.
         cost: ``"euclidean"`` (``½‖x_i − y_j‖²``, Mahalanobis when preconditioned) or
             ``"langevin"`` (``½‖m_i − y_j‖²`` from the Langevin centres: the reference code's
             LRET cost up to its scale, which the median normalisation removes).
+        preconditioner: a :mod:`~jaxsample.particles.preconditioners` object or its shorthand:
+            ``"ensemble"`` (default, :class:`~jaxsample.particles.preconditioners.Ensemble`),
+            ``"fisher"`` (:class:`~jaxsample.particles.preconditioners.Fisher`; needs a score),
+            ``"diagonal"``, None (identity: the paper's unpreconditioned sampler), a fixed lower
+            Cholesky factor ``L`` of a covariance (e.g. the ``chol`` of
+            :func:`~jaxsample.particles.laplace_preconditioner`) or ``Precision(P)``. Proposals,
+            cost and mutation live in the whitened coordinates ``L⁻¹x``.
         min_weight_ess: the weight guard, a fraction of ``N``: when the importance weights' ESS
             falls below ``min_weight_ess·N`` they are tempered, ``b ∝ b^β`` with the largest
             ``β`` that restores it (``info.weight_temperature``). Tempered weights target
             ``q^{1−β}π^β``, not ``π``: the mutation steps pull the cloud back. None (default):
             0.1 with mutation steps, off (0) without.
-        target_weight_ess: the proposal step adapts so the raw weight ESS stays near
-            ``target_weight_ess·N`` (it grows while the ESS is above, shrinks below).
-        target_acceptance: the mutation step adapts towards this mean acceptance.
-        proposal_adaptation_rate: gain ``κ`` of the proposal step's adaptation,
-            ``log α ← log α + κ·log(ESS/(target_weight_ess·N))`` (kept within ``10^±3`` of
-            ``proposal_step``); 0 (default) keeps ``α`` fixed. Off by default, by measurement:
-            the weight ESS is not monotone in ``α`` (for small ``α`` the pool sits on the
-            particles and the weights are ``∝ π(x_i)``, degenerate in high dimension), so on
-            ``N(0, I₅₀)`` chasing the target drove ``α`` down and the DAMV from 0.99 to 0.47.
-        mutation_adaptation_rate: gain ``κ`` of the mutation step's adaptation,
-            ``log h ← log h + κ·(acceptance − target_acceptance)`` (within ``10^±3`` of ``h``);
-            0 keeps ``h`` fixed.
-        proposal_follows_mutation: with mutation steps, the proposal step is rescaled with the
-            mutation step, ``α_t = α·h_t/h`` (times the proposal adaptation's own factor): the
-            MALA step adapted to its acceptance target measures the target's local scale, and
-            the proposals take it. This is what lets one default ``α`` serve posteriors whose
-            scales differ by orders of magnitude.
-        collapse_fraction: a step is degenerate when it takes fewer than this fraction of ``N``
-            distinct proposals, when the cloud's effective rank falls below this fraction of
-            ``min(N − 1, d)``, or when one proposal holds the weight (ESS < 1.5).
-        stein_band: ``(low, high)``: a step is degenerate when ``info.stein_ratio`` (the
-            cloud's spread relative to ``π``'s by Stein's identity; needs ``score_fn``) falls
-            outside it: about sd ratios ``√low``–``√high`` on a Gaussian.
-        coordinate_stein_band: ``(low, high)`` for the smallest and largest per-coordinate
-            Stein ratio (``info.stein_ratio_min``/``max``): wider than ``stein_band`` because
-            one coordinate's ratio is noisier (sd about ``√(2/N)`` on a standard Gaussian, 0.14
-            for 100 particles, and far more where a coordinate's score mixes stiff directions:
-            exact draws of the ill-conditioned Gaussian of the bench reach ratios of −1 and
-            3.8). A coordinate counts only when its ratio is outside the band *and* its
-            z-score (:func:`jaxsample.kernels.stein.linear_z`) passes the Bonferroni bound at
-            level 0.01 over the ``d`` coordinates.
-        max_score_bias: a step is degenerate when ``info.score_bias`` (the cloud's mean offset
-            as a mean squared number of posterior sds, by ``E_π[∇log π] = 0``; needs
-            ``score_fn``) exceeds it.
-        scaling_band: ``(low, high)`` for the scale-mixture Stein test (``info.scaling_flag``,
-            needs ``score_fn``): a step is degenerate when some coordinate's scaling ratio is
-            outside it and significant (Bonferroni, level 0.01 over ``d``).
-        collapse_patience: memory of the verdict in steps (``collapsed`` when the exponential
-            average of the per-step ``degenerate`` with weight ``1/collapse_patience`` exceeds
-            1/2: after 7 degenerate steps in a row for 10).
+        mutation: the π-invariant moves after each update and their step's adaptation
+            (:class:`~jaxsample.particles.Mutation`; default 2 MALA steps adapted towards
+            0.574 acceptance; ``Mutation(steps=0)`` is the paper's plain ETD step).
+        proposal_adaptation: how the proposal step moves
+            (:class:`~jaxsample.particles.ProposalAdaptation`).
+        sinkhorn: the coupling solver's tolerance, cap, criterion, warm start and ``ρ``
+            (:class:`~jaxsample.particles.Sinkhorn`).
+        verdict: when the cloud is flagged ``collapsed``
+            (:class:`~jaxsample.diagnostics.CollapseCriteria`: distinct particles, effective
+            rank, weight ESS and the Stein tests, with their bands and patience).
         batched: ``logdensity_fn`` (and ``score_fn``) take ``(n, d)`` blocks.
-        warm_start: start Sinkhorn from the previous step's duals. Off by default: the proposal
-            pool is redrawn every step, so the old duals describe other points, and on the bench
-            targets warm starts did not reduce the iterations (see ``bench/results_etd.md``).
-        tolerance: Sinkhorn's tolerance. ``criterion="marginal"`` (ott-jax's): the ``L1`` error
-            of the proposal marginal, i.e. the proposal mass misallocated by the plan, checked
-            every 5 iterations (keep ``>= 1e-5`` in float32). ``"dual"`` (the reference code's):
-            ``max |Δf|`` between two iterations, checked every iteration. The same number
-            means less work under ``"dual"``.
-        criterion: ``"marginal"`` or ``"dual"``.
-        max_iterations: Sinkhorn's iteration cap.
         chunk_size: if given, every ``N × P`` interaction (mixture density, Sinkhorn, row draws)
             is computed ``chunk_size`` rows at a time and the ``N × P`` matrix never exists:
             memory ``O(chunk_size · P)``. ``None``: dense, faster for small problems.
@@ -1084,64 +768,37 @@ def etd(
     check_callable("logdensity_fn", logdensity_fn)
     score_fn = resolve_score_fn(score_fn, logdensity_fn, default=None)
     num_proposals = check_int("num_proposals", num_proposals, 1)
-    mutation_steps = check_int("mutation_steps", mutation_steps, 0)
-    kind, scale = _preconditioner(preconditioner)
-    if kind == "fisher" and score_fn is None:
+    pre = preconditioners.resolve(preconditioner)
+    if pre.needs_score and score_fn is None:
         raise ValueError("preconditioner='fisher' needs a score: pass score_fn='autodiff' (or "
                          "your own), or choose preconditioner='ensemble'")
-    if min_weight_ess is None:
-        min_weight_ess = 0.1 if mutation_steps > 0 else 0.0
     hyper = dict(
         epsilon=_schedule("epsilon", epsilon),
         proposal_step=_schedule("proposal_step", proposal_step),
         step_fraction=check_hyperparameter("step_fraction", step_fraction, maximum=1.0),
-        mutation_step_size=check_hyperparameter("mutation_step_size", mutation_step_size,
-                                                allow_none=True),
-        rho=check_hyperparameter("rho", rho),
         score_clip=_score_clip(score_clip),
-        tolerance=check_hyperparameter("tolerance", tolerance),
-        min_weight_ess=check_hyperparameter("min_weight_ess", min_weight_ess, positive=False),
-        target_weight_ess=check_hyperparameter("target_weight_ess", target_weight_ess),
-        target_acceptance=check_hyperparameter("target_acceptance", target_acceptance,
-                                               maximum=1.0),
-        proposal_adaptation_rate=check_hyperparameter(
-            "proposal_adaptation_rate", proposal_adaptation_rate, positive=False),
-        mutation_adaptation_rate=check_hyperparameter(
-            "mutation_adaptation_rate", mutation_adaptation_rate, positive=False),
-        proposal_follows_mutation=np.asarray(float(bool(proposal_follows_mutation))),
-        collapse_fraction=check_hyperparameter("collapse_fraction", collapse_fraction,
-                                               positive=False, maximum=1.0),
-        stein_band=check_band("stein_band", stein_band, around=1.0),
-        coordinate_stein_band=check_band("coordinate_stein_band", coordinate_stein_band,
-                                         around=1.0),
-        max_score_bias=check_hyperparameter("max_score_bias", max_score_bias),
-        scaling_band=check_band("scaling_band", scaling_band, around=1.0),
+        min_weight_ess=check_hyperparameter("min_weight_ess", min_weight_ess, positive=False,
+                                            allow_none=True),
+        preconditioner=pre,
+        mutation=_option("mutation", mutation, Mutation),
+        proposal_adaptation=_option("proposal_adaptation", proposal_adaptation,
+                                    ProposalAdaptation),
+        sinkhorn=_option("sinkhorn", sinkhorn, Sinkhorn),
+        verdict=_option("verdict", verdict, CollapseCriteria),
     )
-    if kind == "fixed":
-        hyper["scale"] = scale
-    elif kind in ("ensemble", "fisher"):
-        hyper["shrinkage"] = check_hyperparameter("shrinkage", shrinkage, positive=False,
-                                                  allow_none=True, maximum=1.0)
-        hyper["ema"] = check_hyperparameter("ema", ema, positive=False, maximum=0.999)
-    elif kind == "diagonal":
-        hyper["decay"] = check_hyperparameter("decay", decay, positive=False, maximum=0.999)
     kernel = build_kernel(
         coupling=check_choice("coupling", coupling, transport.COUPLINGS),
         update=check_choice("update", update, transport.UPDATES),
-        mutation_steps=mutation_steps,
-        warm_start=bool(warm_start),
-        max_iterations=check_int("max_iterations", max_iterations, 1),
-        chunk_size=check_chunk_size(chunk_size),
-        preconditioner=kind,
         cost=check_choice("cost", cost, COSTS),
         batched=bool(batched),
-        criterion=check_choice("criterion", criterion, transport.CRITERIA),
-        collapse_patience=check_int("collapse_patience", collapse_patience, 1),
+        chunk_size=check_chunk_size(chunk_size),
     )
     step = Step(kernel, logdensity_fn=logdensity_fn, score_fn=score_fn, **hyper)
 
     def init_fn(position, *, rng_key: jax.Array | None = None) -> ETDState:
         position = check_position("position", position, batch_ndim=1)
+        if jax.tree.structure(position).num_nodes == 1:  # a bare array: the flat path
+            check_array("position", position, ndim=2, layout="(num_particles, dim)")
         flat, structure = ravel(position, 1)
         flat = check_array("position", flat, ndim=2, min_rows=2)
         d = flat.shape[1]
@@ -1150,32 +807,11 @@ def etd(
         check_fn_output("logdensity_fn", log_fn, point, (2,) if batched else ())
         if flat_score is not None:
             check_fn_output("score_fn", flat_score, point, point.shape)
-        if kind == "fixed" and scale.shape != (d, d):
-            raise ValueError(f"preconditioner must have shape ({d}, {d}), got {scale.shape}")
+        pre.check_start(flat.shape[0], d)
         check_initial_logdensity("logdensity_fn", logdensity_fn,
                                  _log_density(log_fn, flat, batched), position, batch_ndim=1)
-        statistic = None
-        if kind == "ensemble":
-            statistic = linalg.ledoit_wolf(flat, hyper["shrinkage"])
-        elif kind == "fisher":
-            shrinkage = hyper["shrinkage"]
-            shrinkage_off = (shrinkage is not None and is_concrete(shrinkage)
-                             and float(shrinkage) == 0)
-            if shrinkage_off and flat.shape[0] <= d:
-                raise ValueError(
-                    f"position: preconditioner='fisher' with shrinkage=0 needs more particles "
-                    f"than dimensions (the covariances of the particles and of their scores are "
-                    f"singular otherwise), got N = {flat.shape[0]} for d = {d}; use N >= 2d, or "
-                    "shrinkage=None")
-            raw, _ = _raw_score(flat_score, flat, batched)
-            statistic = _fisher_statistic(flat, raw, hyper["shrinkage"])
-        elif kind == "diagonal":
-            if flat_score is not None:
-                raw, _ = _raw_score(flat_score, flat, batched)
-                statistic = jnp.mean(raw**2, axis=0)
-            else:
-                statistic = jnp.var(flat, axis=0)
-        state = init(flat, num_proposals, preconditioner_state=statistic, rng_key=rng_key)
+        state = init(flat, num_proposals, preconditioner=pre, score_fn=flat_score,
+                     batched=batched, rng_key=rng_key)
         return state._replace(positions=unravel(state.positions, structure))
 
     return SamplingAlgorithm(init_fn, step)

@@ -1,0 +1,29 @@
+"""Contract entry for ETD's options (jaxsample.particles.options):
+ETD run with the mutation's initial step size (a float of ``Mutation``) traced: a new value
+of an option object's float does not recompile."""
+
+from contract import KEY, Entry
+from contract.particles_etd import _algorithm, _run
+from jaxsample.particles import Mutation
+
+
+def _build(dtype):
+    return lambda key: _run(key, dtype, 0.1, mutation=Mutation(step_size=0.5))
+
+
+def _hyper(dtype):
+    return lambda key, h: _run(key, dtype, 0.1, mutation=Mutation(step_size=h))
+
+
+ENTRIES = [Entry(
+    name="particles.options",
+    module="jaxsample.particles.options",
+    build=_build,
+    covers=("particles.etd",),
+    hyper=_hyper,
+    hyper_values=(0.5, 0.8),
+    iterative=True,
+    start=lambda dtype: _algorithm(KEY, dtype, 0.1, mutation=Mutation(step_size=0.5)),
+    rtol=1e-3,
+    note="the mutation's initial step size (a float of Mutation) is the traced hyper-parameter",
+)]
