@@ -546,7 +546,7 @@ class CondorcetIdentification(eqx.Module):
         _, winner, info = _run(key, state, oracle, self._delta(state.wins.dtype),
                                self._budget(), self.strategy, self.schedule)
         warn_if_unsuccessful(info.solver, "CondorcetIdentification's elimination (no certified "
-                             "winner within the duel budget: raise budget)")
+                             "winner within the duel budget: raise budget)", stacklevel=4)
         return winner, info
 
 
