@@ -18,7 +18,8 @@ from jaxsample.datasets import clustered_embeddings
 from jaxsample.demo import Section, SectionReport
 from jaxsample.kernels import softmax as kernel
 
-_NAMES = {"2ls": "2LS", "s": "S-2LS", "sd": "SD-2LS"}
+_NAMES = {"2ls": "2LS", "s": "S-2LS", "sd": "SD-2LS (paper)",
+          "sd_saturated": "SD-2LS saturated (default)"}
 
 
 @jax.jit
