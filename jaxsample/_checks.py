@@ -22,6 +22,7 @@ __all__ = [
     "AUTODIFF",
     "check_array",
     "check_band",
+    "check_clamp",
     "check_callable",
     "check_choice",
     "check_chunk_size",
@@ -552,3 +553,29 @@ def common_float_dtype(**values):
         shown = ", ".join(f"{arg}: {'/'.join(sorted(map(str, d)))}" for arg, d in dtypes.items())
         raise TypeError(f"floating arguments must share one dtype, got {shown}")
     return found.pop() if found else jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def check_clamp(clamp, shape: tuple[int, int], vocab_size: int):
+    """A token sampler's ``clamp=(mask, tokens)``: positions held at given tokens.
+
+    ``mask`` (bool) and ``tokens`` (integer ids in ``[0, vocab_size)`` where clamped) are each
+    ``(seq_len,)`` or ``(num_samples, seq_len)``; returns them broadcast to ``shape``
+    ``(num_samples, seq_len)`` as bool and int32 arrays, or None.
+    """
+    if clamp is None:
+        return None
+    if not isinstance(clamp, tuple | list) or len(clamp) != 2:
+        raise TypeError(f"clamp must be a pair (mask, tokens) or None, got {type(clamp).__name__}")
+    mask = check_array("clamp[0] (mask)", clamp[0], kind="bool")
+    tokens = check_array("clamp[1] (tokens)", clamp[1], kind="integer")
+    for name, value in (("clamp[0] (mask)", mask), ("clamp[1] (tokens)", tokens)):
+        if value.shape not in (shape[1:], shape):
+            raise ValueError(f"{name} must have shape (seq_len,) = {shape[1:]} or (num_samples, "
+                             f"seq_len) = {shape}, got {value.shape}")
+    if is_concrete(tokens) and is_concrete(mask):
+        ids = np.broadcast_to(np.asarray(tokens), shape)[np.broadcast_to(np.asarray(mask), shape)]
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+            raise ValueError(f"clamp[1] (tokens) must be token ids in [0, vocab_size={vocab_size}) "
+                             f"at clamped positions, got range [{ids.min()}, {ids.max()}]")
+    return (jnp.broadcast_to(mask, shape),
+            jnp.broadcast_to(tokens.astype(jnp.int32), shape))

@@ -15,6 +15,7 @@ import pytest
 import scipy.special
 import scipy.stats
 from _stats import chisquare_pvalue
+from contract.choice_alien import LearnedAvailability, LearnedCoherence
 
 from jaxsample import choice, datasets
 from jaxsample.choice import alien
@@ -182,27 +183,8 @@ def test_effective_vocabulary_limits_and_relabelling():
 # learned models: batched callables and per-candidate scores
 
 
-class _Coherence(eqx.Module):
-    """A pairwise coherence model as a user would write it: ``(batch, L) -> (batch,)``."""
-
-    logits: jax.Array
-
-    def __call__(self, sets):
-        total = jnp.sum(self.logits[sets, sets], axis=-1)
-        for i, j in itertools.combinations(range(sets.shape[-1]), 2):
-            total = total + self.logits[sets[..., i], sets[..., j]]
-        return total
-
-
-class _Availability(eqx.Module):
-    """A mixture-of-communities availability model: ``log (1/K) Σ_c Π_i p_c(x_i)``."""
-
-    logits: jax.Array
-
-    def __call__(self, sets):
-        log_p = jax.nn.log_softmax(self.logits, axis=-1)
-        return jax.nn.logsumexp(jnp.sum(log_p[:, sets], axis=-1), axis=0) - jnp.log(
-            jnp.asarray(self.logits.shape[0], self.logits.dtype))
+# the learned models a user would write, shared with the contract entry
+_Coherence, _Availability = LearnedCoherence, LearnedAvailability
 
 
 def _assert_same_draws(left, right):

@@ -35,6 +35,7 @@ from jaxsample._checks import (
     check_array,
     check_callable,
     check_choice,
+    check_clamp,
     check_fn_output,
     check_int,
     check_key,
@@ -143,27 +144,6 @@ def _blacklist_mask(blacklist, vocab_size: int) -> np.ndarray | None:
             f"blacklist covers the whole vocabulary ({vocab_size} tokens): nothing can be generated"
         )
     return mask
-
-
-def _check_clamp(clamp, shape, vocab_size):
-    """``(mask, tokens)`` broadcast to ``shape`` ``(B, L)``: bool and int32 arrays, or None."""
-    if clamp is None:
-        return None
-    if not isinstance(clamp, tuple | list) or len(clamp) != 2:
-        raise TypeError(f"clamp must be a pair (mask, tokens) or None, got {type(clamp).__name__}")
-    mask = check_array("clamp[0] (mask)", clamp[0], kind="bool")
-    tokens = check_array("clamp[1] (tokens)", clamp[1], kind="integer")
-    for name, value in (("clamp[0] (mask)", mask), ("clamp[1] (tokens)", tokens)):
-        if value.shape not in (shape[1:], shape):
-            raise ValueError(f"{name} must have shape (seq_len,) = {shape[1:]} or (num_samples, "
-                             f"seq_len) = {shape}, got {value.shape}")
-    if is_concrete(tokens) and is_concrete(mask):
-        ids = np.broadcast_to(np.asarray(tokens), shape)[np.broadcast_to(np.asarray(mask), shape)]
-        if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-            raise ValueError(f"clamp[1] (tokens) must be token ids in [0, vocab_size={vocab_size}) "
-                             f"at clamped positions, got range [{ids.min()}, {ids.max()}]")
-    return (jnp.broadcast_to(mask, shape),
-            jnp.broadcast_to(tokens.astype(jnp.int32), shape))
 
 
 def sample(
@@ -362,7 +342,7 @@ def sample(
         jax.ShapeDtypeStruct(shape, jnp.int32),
         jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(jnp.float64)),
     ), (*shape, vocab_size))
-    clamp = _check_clamp(clamp, shape, vocab_size)
+    clamp = check_clamp(clamp, shape, vocab_size)
     if jumps == "stratified" and is_concrete(key):   # eager: say once that the rule is biased
         warnings.warn(STRATIFIED_WARNING, RuntimeWarning, stacklevel=2)
     return _sample(

@@ -48,6 +48,7 @@ from jaxsample._checks import (
     check_array,
     check_callable,
     check_choice,
+    check_clamp,
     check_fn_output,
     check_hyperparameter,
     check_int,
@@ -398,7 +399,7 @@ def sample(
         jax.ShapeDtypeStruct((seq_len, path.dim), dtype), jax.ShapeDtypeStruct((), dtype),
     ), (seq_len, embeddings.shape[0]))
     posterior = check_choice("posterior", posterior, POSTERIORS)
-    clamp = _check_clamp(clamp, (num_samples, seq_len), embeddings.shape[0])
+    clamp = check_clamp(clamp, (num_samples, seq_len), embeddings.shape[0])
     _check_first_output(posterior_fn, path, seq_len, dtype, posterior)
     if step_size is None:   # an array either way, so the default shares the compilation
         step_size = check_hyperparameter("corrector_step_size",
@@ -407,27 +408,6 @@ def sample(
     return _sample(key, posterior_fn, embeddings, path, jnp.asarray(num_steps, jnp.int32),
                    jnp.asarray(corrections, jnp.int32), step_size, (num_samples, seq_len),
                    posterior == "logits", clamp)
-
-
-def _check_clamp(clamp, shape, vocab_size):
-    """``(mask, tokens)`` broadcast to ``shape`` ``(B, L)``: bool and int32 arrays, or None."""
-    if clamp is None:
-        return None
-    if not isinstance(clamp, tuple | list) or len(clamp) != 2:
-        raise TypeError(f"clamp must be a pair (mask, tokens) or None, got {type(clamp).__name__}")
-    mask = check_array("clamp[0] (mask)", clamp[0], kind="bool")
-    tokens = check_array("clamp[1] (tokens)", clamp[1], kind="integer")
-    for name, value in (("clamp[0] (mask)", mask), ("clamp[1] (tokens)", tokens)):
-        if value.shape not in (shape[1:], shape):
-            raise ValueError(f"{name} must have shape (seq_len,) = {shape[1:]} or (num_samples, "
-                             f"seq_len) = {shape}, got {value.shape}")
-    if is_concrete(tokens) and is_concrete(mask):
-        ids = np.broadcast_to(np.asarray(tokens), shape)[np.broadcast_to(np.asarray(mask), shape)]
-        if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-            raise ValueError(f"clamp[1] (tokens) must be token ids in [0, V={vocab_size}) at "
-                             f"clamped positions, got range [{ids.min()}, {ids.max()}]")
-    return (jnp.broadcast_to(mask, shape),
-            jnp.broadcast_to(tokens.astype(jnp.int32), shape))
 
 
 def _sum_tolerance(vocab_size: int) -> float:

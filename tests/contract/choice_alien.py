@@ -50,7 +50,7 @@ def _exact(infinite=False, atoms=9, **kwargs):
                                 **kwargs)
 
 
-class _Coherence(eqx.Module):
+class LearnedCoherence(eqx.Module):
     """A learned pairwise coherence model on ``(batch, L)`` sets (its weights traced)."""
 
     logits: jax.Array
@@ -62,7 +62,7 @@ class _Coherence(eqx.Module):
         return total
 
 
-class _Availability(eqx.Module):
+class LearnedAvailability(eqx.Module):
     """A learned mixture-of-communities availability model on ``(batch, L)`` sets."""
 
     logits: jax.Array
@@ -75,7 +75,7 @@ class _Availability(eqx.Module):
 
 def _models(dtype):
     coherence, availability = _inputs(dtype)
-    return _Coherence(coherence), _Availability(availability)
+    return LearnedCoherence(coherence), LearnedAvailability(availability)
 
 
 def _callables(dtype):
