@@ -215,12 +215,21 @@ def test_laplace_fit_at_a_non_maximum_is_damped_not_nan():
     """log π = −Σ(x² − 1)²: x = 0 is a stationary point where log π is convex, so BFGS stops
     there and −∇² log π = −4I is negative definite."""
     target = lambda x: -jnp.sum((x**2 - 1.0) ** 2)
-    fit, info = laplace_preconditioner(target, jnp.zeros(2))
+    with pytest.warns(RuntimeWarning, match="positive definite"):
+        fit, info = laplace_preconditioner(target, jnp.zeros(2))
     assert bool(jnp.all(jnp.isfinite(fit.chol)))
     assert float(info.damping) > 4.0
     assert info.solver.result == RESULTS.not_positive_definite
     assert "positive definite" in RESULTS[info.solver.result]
     jaxsample.etd(target, preconditioner=fit.chol)  # accepted by the sampler
+
+
+def test_a_capped_laplace_fit_is_reported_under_jit_and_warned_eagerly():
+    target = lambda x: -0.5 * jnp.sum((x - 3.0) ** 2 / jnp.array([1.0, 100.0]))
+    _, info = jax.jit(lambda x: laplace_preconditioner(target, x, max_iterations=1))(jnp.zeros(2))
+    assert info.solver.result == RESULTS.max_iterations_reached
+    with pytest.warns(RuntimeWarning, match="laplace_preconditioner's fit did not succeed"):
+        laplace_preconditioner(target, jnp.zeros(2), max_iterations=1)
 
 
 def test_laplace_fit_outside_the_support_raises_eagerly_and_flags_under_jit():

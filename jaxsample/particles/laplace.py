@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsample._checks import check_array, check_callable, check_int, check_number, is_concrete
-from jaxsample._solver import from_optimistix
+from jaxsample._solver import from_optimistix, warn_if_unsuccessful
 from jaxsample.kernels.solver import RESULTS, SolverStats
 from jaxsample.kernels.solver import select as select_result
 
@@ -75,7 +75,8 @@ def laplace_preconditioner(logdensity_fn: Callable, position, *, max_iterations:
     ``info.solver.result`` is ``RESULTS.not_positive_definite``. When ``logdensity_fn`` is not
     finite at the point the optimiser returns (a start outside the support) an eager call
     raises a ``ValueError`` with the reason; under tracing the fit falls back to
-    ``N(position, I)`` with ``info.nonfinite`` set.
+    ``N(position, I)`` with ``info.nonfinite`` set. An eager call whose fit did not succeed
+    (BFGS stopped at ``max_iterations``, or the Hessian was damped) warns once.
 
     A Laplace factor suits near-Gaussian posteriors: on a funnel or a hierarchical model at
     small scale (eight schools) the mode sits in the neck, the factor is tiny in the directions
@@ -128,8 +129,9 @@ def laplace_preconditioner(logdensity_fn: Callable, position, *, max_iterations:
     stats = from_optimistix(solution)
     result = select_result(damping > 0, RESULTS.not_positive_definite, stats.result)
     result = select_result(nonfinite, RESULTS.nonfinite, result)
-    return LaplaceFit(mode, chol), LaplaceInfo(SolverStats(stats.num_iterations, result),
-                                               damping, nonfinite)
+    info = LaplaceInfo(SolverStats(stats.num_iterations, result), damping, nonfinite)
+    warn_if_unsuccessful(info.solver, "laplace_preconditioner's fit")
+    return LaplaceFit(mode, chol), info
 
 
 def damped_chol_of_precision(precision):
