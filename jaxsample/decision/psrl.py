@@ -622,8 +622,16 @@ def run_psrl_env(key: jax.Array, env_step, *, num_states: int, num_actions: int,
         num_episodes: K.
         rewards: ``(S, A)`` / ``(H, S, A)`` known rewards in [0, 1], or None (learned).
         initial: ``(S,)`` initial law ρ (known to the agent); None: state 0.
-        variant, explore_policy, disagreement, reference_policy, prior, gap_threshold,
-            homogeneous, initial_counts, store_trajectories, progress: as in :func:`run_psrl`.
+        variant: as in :func:`run_psrl`.
+        explore_policy: as in :func:`run_psrl`.
+        disagreement: as in :func:`run_psrl`.
+        reference_policy: as in :func:`run_psrl`.
+        prior: as in :func:`run_psrl`.
+        gap_threshold: as in :func:`run_psrl`.
+        homogeneous: as in :func:`run_psrl`.
+        initial_counts: as in :func:`run_psrl`.
+        store_trajectories: as in :func:`run_psrl`.
+        progress: as in :func:`run_psrl`.
         initial_reward_sums: ``(Hc, S, A)`` summed rewards to start from (learned rewards).
         store_policies: return every episode's played action laws.
 

@@ -126,6 +126,7 @@ ENTRIES = [
         covers=("diffusion.shs.sample",),
         hyper=_clamped_min_signal,
         hyper_values=(1e-3, 0.05),
+        bad_inputs=(BadInput(_call(clamp=(np.ones(4, bool),)), TypeError, "clamp"),),
         note="clamp=(mask, tokens) with the chain's clamped denoiser (an equinox module), the "
              "default Bernoulli rule; clamped positions never move (tests/test_shs.py checks the "
              "exact conditional law).",

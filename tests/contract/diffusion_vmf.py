@@ -132,6 +132,9 @@ ENTRIES = [
         covers=("diffusion.vmf.sample",),
         hyper=_chain_logits_hyper,
         hyper_values=(10.0, 20.0),
+        bad_inputs=(BadInput(lambda: _call(clamp=(np.ones(16, bool),)), TypeError, "clamp"),
+                    BadInput(lambda: _call(posterior="log_probabilities"), ValueError,
+                             "posterior")),
         note="posterior='logits': a model returning unnormalised logits (an equinox module), "
              "with clamp=(mask, tokens) and the oracle that reads the clamp as clean, "
              "the ODE sampler on a 3-token chain; hyper is kappa_max, a traced leaf of the path "

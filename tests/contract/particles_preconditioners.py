@@ -2,9 +2,10 @@
 ETD run with the Fisher preconditioner's EMA weight (a float of ``Fisher``)
 traced: a new value of an option object's float does not recompile."""
 
-from contract import KEY, Entry
-from contract.particles_etd import _algorithm, _run
-from jaxsample.particles.preconditioners import Fisher
+import jaxsample
+from contract import KEY, BadInput, Entry
+from contract.particles_etd import _algorithm, _logdensity, _run
+from jaxsample.particles.preconditioners import Diagonal, Ensemble, Fisher
 
 
 def _build(dtype):
@@ -25,5 +26,15 @@ ENTRIES = [Entry(
     iterative=True,
     start=lambda dtype: _algorithm(KEY, dtype, 0.1, preconditioner=Fisher(ema=0.5)),
     rtol=1e-3,
+    bad_inputs=(
+        BadInput(lambda: jaxsample.etd(_logdensity, preconditioner=Fisher(ema=1.0)), ValueError,
+                 "ema"),
+        BadInput(lambda: jaxsample.etd(_logdensity, preconditioner=Fisher()), ValueError,
+                 "score"),
+        BadInput(lambda: jaxsample.etd(_logdensity, preconditioner=Ensemble(shrinkage=2.0)),
+                 ValueError, "shrinkage"),
+        BadInput(lambda: jaxsample.etd(_logdensity, preconditioner=Diagonal(decay=-0.1)),
+                 ValueError, "decay"),
+    ),
     note="the Fisher preconditioner's EMA weight is the traced hyper-parameter",
 )]

@@ -29,7 +29,8 @@ A documented limit
     A method whose error stops above the floor by design passes only if its documentation states
     the limit and its Info reports it: ``limit`` names the docs page and a phrase that must appear
     there, and ``limit_reported(keys)`` must return True (the Info flag is raised). The verdict is
-    then not asserted; the table shows the entry as "limit (documented, flagged)".
+    then not asserted (the test runs only the flag's check); the bench's table shows the errors
+    and the entry as "limit (documented, flagged)".
 """
 
 from __future__ import annotations
