@@ -33,7 +33,7 @@ __all__ = ["DEMO_TIME", "Section", "SectionReport", "available_sections", "progr
 
 # the whole demo's run time, measured on a quiet 2-core CPU (the README and `jaxsample demo
 # --help` quote it; tests/test_readme.py holds them to this one number)
-DEMO_TIME = "about 70 s on a 2-core CPU, compilation included"
+DEMO_TIME = "about 85 s on a 2-core CPU, compilation included"
 
 
 @dataclass(frozen=True)
