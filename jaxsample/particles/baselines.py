@@ -198,7 +198,8 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
     position = check_position("position", position, batch_ndim=1)
     position, structure = _pytree.ravel(position, batch_ndim=1)
     if structure is None:
-        position = check_array("position", position, ndim=2, min_rows=2)
+        position = check_array("position", position, ndim=2, min_rows=2,
+                               layout="(num_particles, dim)")
     elif position.shape[0] < 2:
         raise ValueError(f"position needs at least 2 particles, got {position.shape[0]}")
     check_finite_start("logdensity_fn", logdensity_fn, _pytree.unravel(position, structure))

@@ -432,7 +432,7 @@ def build_algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size
                                  f"one record of data, got {jax.tree.map(jnp.shape, position)}")
             position = _pytree.ravel(position, batch_ndim=1)[0]
         position = check_array("position", position, shape=(None, dim), dtype=data.dtype,
-                               finite=True)
+                               finite=True, layout="(num_particles, dim)")
         if position.shape[0] < minimum:
             reason = (f" (the moment-matching manifold is empty unless B >= d + 1 = {minimum})"
                       if constrained else "")

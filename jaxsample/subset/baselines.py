@@ -229,8 +229,9 @@ def coverage_figure(study: dict, path: Path, title: str) -> Path:
             ax.annotate(f"c={row['fraction']:g}", (x, y), fontsize=7, xytext=(3, 3),
                         textcoords="offset points")
     ax.plot([greedy["sensitivity"]], [1.0], marker="*", markersize=12, linestyle="none",
-            color="k", label="greedy")
-    ax.axhline(0.95, color="grey", linewidth=0.8, linestyle=":")
+            color="k", label="greedy (deterministic)")
+    ax.axhline(0.95, color="grey", linewidth=0.8, linestyle=":",
+               label="95% of greedy's coverage")
     ax.set_xlabel("sensitivity  E |A(I) Δ A(I′)|  (common seeds)")
     ax.set_ylabel("coverage / greedy coverage")
     ax.set_title(title, fontsize=9)
