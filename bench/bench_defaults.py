@@ -45,8 +45,7 @@ def run(size: str) -> list[BenchTable]:
         # quick: one entry per registry file (CI-sized); full and gpu: every entry
         for entry in entries[:1] if size == "quick" else entries:
             if any(importlib.util.find_spec(p) is None for p in entry.requires):
-                rows.append(Row(entry.name, module, {"problem": entry.problem,
-                                                     "converges": "skipped (missing "
+                rows.append(Row(entry.name, module, {"converges": "skipped (missing "
                                                      f"{', '.join(entry.requires)})"}))
                 continue
             m = measure(entry)
@@ -55,7 +54,6 @@ def run(size: str) -> list[BenchTable]:
             else:
                 verdict = "yes" if m.converged else "NO"
             rows.append(Row(entry.name, module, {
-                "problem": entry.problem,
                 "budget knob": entry.knob,
                 "budgets": " / ".join(str(b) for b in entry.budgets),
                 "error (mean over seeds)": " / ".join(_fmt(m.mean(b)) for b in entry.budgets),
@@ -63,7 +61,7 @@ def run(size: str) -> list[BenchTable]:
                 "seeds": entry.seeds,
                 "converges": verdict,
             }))
-            notes.append(f"{entry.name}: floor = {entry.floor_formula}")
+            notes.append(f"{entry.name}: {entry.problem}; floor = {entry.floor_formula}")
     missed = [r.case for r in rows if r.metrics.get("converges") == "NO"]
     notes.insert(0, "converges: at the largest budget, mean(error - floor) <= slack x floor + "
                     "atol + 3.09 se (slack 0.25 unless the entry says otherwise), and the "

@@ -124,14 +124,16 @@ class BenchTable:
                 if name not in metric_names:
                     metric_names.append(name)
         peer_time = {r.case: r.seconds for r in self.rows if r.peer and r.seconds}
-        headers = ["case", "method", *metric_names, "time (s)", "speed-up vs peer"]
+        timed = any(r.seconds is not None for r in self.rows)  # a quality-only table has none
+        headers = ["case", "method", *metric_names, *(("time (s)", "speed-up vs peer")
+                                                      if timed else ())]
         body = []
         for r in self.rows:
             ratio = None
             if r.seconds and r.case in peer_time:
                 ratio = "peer" if r.peer else f"{peer_time[r.case] / r.seconds:.2f}x"
             body.append([r.case, r.method, *(r.metrics.get(m) for m in metric_names),
-                         r.seconds, ratio])
+                         *((r.seconds, ratio) if timed else ())])
         parts = [f"### {self.title}", "", markdown_table(headers, body)]
         if self.notes:
             parts += [""] + [f"- {note}" for note in self.notes]

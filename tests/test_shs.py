@@ -587,3 +587,22 @@ def test_clamp_validation():
                    clamp=(np.ones(4, bool), np.full(4, 3)), **call)
     with pytest.raises(TypeError, match="clamp must be a pair"):
         shs.sample(jax.random.key(0), data.denoiser, clamp=np.ones(4, bool), **call)
+
+
+def test_a_denoiser_returning_nan_is_refused_eagerly_and_flagged_under_jit():
+    """The first call's logits are checked when the call is eager (-inf is a forbidden token,
+    NaN is a broken model); under jit the same model only raises info.nonfinite."""
+    def broken(tokens, signal):
+        logits = jnp.zeros((*tokens.shape, 3))
+        return logits.at[..., 0].set(jnp.nan)
+
+    def forbids_one(tokens, signal):
+        return jnp.zeros((*tokens.shape, 3)).at[..., 2].set(-jnp.inf)
+
+    kwargs = dict(vocab_size=3, seq_len=4, num_samples=2, num_steps=3)
+    with pytest.raises(ValueError, match="denoiser returned NaN"):
+        shs.sample(jax.random.key(0), broken, **kwargs)
+    _, info = jax.jit(lambda key: shs.sample(key, broken, **kwargs))(jax.random.key(0))
+    assert bool(info.nonfinite)
+    tokens, info = shs.sample(jax.random.key(0), forbids_one, **kwargs)
+    assert not bool(info.nonfinite) and not bool(jnp.any(tokens == 2))

@@ -120,7 +120,7 @@ def _sample_floor(keys):
 
 
 _PROBLEM = (f"conditional logit, {NUM_DILEMMAS} dilemmas x {NUM_OPTIONS} options, theta = "
-            f"{tuple(THETA)}, l2 = {L2}: max |theta - theta*| against the exact penalised "
+            f"{tuple(THETA.tolist())}, l2 = {L2}: max |theta - theta*| against the exact penalised "
             "maximiser of the same choices")
 _FLOOR = ("0: the exact maximiser (float64 BFGS, gtol 1e-12); atol 2e-3 = the float32 fit's "
           "stopping rule and sqrt(2 eps32 |f| / f'') resolution")
