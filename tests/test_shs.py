@@ -491,15 +491,19 @@ def test_blacklist_never_generated_and_shs_waiting_time_law():
 
 def test_nonfinite_model_raises_the_flag():
     """The contract entry's configuration with a model that returns NaN (same structure, so the
-    same compilation): the flag is set; the intact model leaves it clear."""
+    same compilation) under jit: the flag is set; the intact model leaves it clear. Eagerly the
+    broken model is refused at its first call."""
     data = contract_entry.chain()
     config = dict(process=shs.CTMC(), **contract_entry.CONFIG)
-    _, info = shs.sample(jax.random.key(13), data.denoiser, **config)
+    run = eqx.filter_jit(lambda key, model: shs.sample(key, model.denoiser, **config))
+    _, info = run(jax.random.key(13), data)
     assert not bool(info.nonfinite)
     broken = eqx.tree_at(lambda d: d.log_transition, data,
                          data.log_transition.at[0, 1].set(jnp.nan))
-    _, info = shs.sample(jax.random.key(13), broken.denoiser, **config)
+    _, info = run(jax.random.key(13), broken)
     assert bool(info.nonfinite)
+    with pytest.raises(ValueError, match="denoiser returned NaN"):
+        shs.sample(jax.random.key(13), broken.denoiser, **config)
 
 
 # -- the default jump rule and the stratified rule's warning ---------------------------------------

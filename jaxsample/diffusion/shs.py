@@ -146,22 +146,26 @@ def _blacklist_mask(blacklist, vocab_size: int) -> np.ndarray | None:
     return mask
 
 
-def _check_first_logits(denoiser, shape, dtype):
-    """One eager call of the denoiser (all-zero tokens, signal 1/2): its logits may be -inf
-    (forbidden tokens) but never NaN or +inf, and every position needs a finite logit. Skipped
-    when the output is traced (a denoiser closing over traced values)."""
-    logits = denoiser(jnp.zeros(shape, jnp.int32), jnp.asarray(0.5, dtype))
+def _check_first_logits(denoiser, shape, dtype, clamp):
+    """One eager call of the denoiser at signal 1/2 on a state the sampler can reach (token 0,
+    the clamped tokens where ``clamp`` holds them): its logits may be -inf (forbidden tokens) but
+    never NaN or +inf, and every position needs a finite logit. Skipped when the output is traced
+    (a denoiser closing over traced values)."""
+    tokens = jnp.zeros(shape, jnp.int32)
+    if clamp is not None:
+        tokens = jnp.where(clamp[0], clamp[1], tokens)
+    logits = denoiser(tokens, jnp.asarray(0.5, dtype))
     if not is_concrete(logits):
         return
     logits = np.asarray(logits)
     if np.isnan(logits).any() or np.isposinf(logits).any():
-        raise ValueError("denoiser returned NaN or +inf logits on its first call (all-zero "
-                         "tokens, signal 0.5); it must return finite logits (or -inf for "
-                         "forbidden tokens)")
+        raise ValueError("denoiser returned NaN or +inf logits on its first call (token 0 at "
+                         "the free positions, signal 0.5); it must return finite logits (or -inf "
+                         "for forbidden tokens)")
     if not np.isfinite(logits).any(axis=-1).all():
         raise ValueError("denoiser returned no finite logit at some position on its first call "
-                         "(all-zero tokens, signal 0.5): every position needs a token it can "
-                         "take")
+                         "(token 0 at the free positions, signal 0.5): every position needs a "
+                         "token it can take")
 
 
 def sample(
@@ -362,7 +366,7 @@ def sample(
     ), (*shape, vocab_size))
     clamp = check_clamp(clamp, shape, vocab_size)
     if is_concrete(key):
-        _check_first_logits(denoiser, shape, probe.dtype)
+        _check_first_logits(denoiser, shape, probe.dtype, clamp)
     if jumps == "stratified" and is_concrete(key):   # eager: say once that the rule is biased
         warnings.warn(STRATIFIED_WARNING, RuntimeWarning, stacklevel=2)
     return _sample(
