@@ -212,8 +212,13 @@ def check_array(
     finite: bool = False,
     min_rows: int | None = None,
     layout: str | None = None,
+    lower: float | None = None,
+    upper: float | None = None,
+    lower_inclusive: bool = True,
+    upper_inclusive: bool = True,
+    integer_valued: bool = False,
 ) -> jax.Array:
-    """An array of the expected rank, shape, dtype kind and (when concrete) finiteness.
+    """An array of the expected rank, shape, dtype kind and (when concrete) values.
 
     Args:
         name: the argument's name, for messages.
@@ -227,6 +232,16 @@ def check_array(
         layout: the axes' names, e.g. ``"(num_particles, dim)"``: a wrong rank or shape is
             then reported against them (``position must have shape (num_particles, dim), got
             shape (2,)``), with the reshape a 1-D input needs.
+        lower, upper: bounds every entry must meet (checked only when concrete), e.g.
+            ``lower=0`` for weights, ``lower=0, upper=1`` for probabilities. NaN meets no bound.
+        lower_inclusive, upper_inclusive: whether the bound itself is allowed (``lower=0,
+            lower_inclusive=False`` is ``> 0``).
+        integer_valued: every entry is a whole number (counts held in a floating array; checked
+            only when concrete).
+
+    The value checks (``finite``, bounds, ``integer_valued``) read the array on the host, once,
+    and are skipped under ``jit``/``vmap``/``grad`` (:func:`is_concrete`). A failed bound says
+    ``x must be finite and in [0, 1], got values in [-0.5, 0.7]``.
 
     Returns:
         ``value`` as a JAX array (unchanged dtype).
@@ -240,6 +255,8 @@ def check_array(
     if shape is not None:
         ndim = len(shape)
     if ndim is not None and array.ndim != ndim:
+        if ndim == 0 and layout is None:
+            raise ValueError(f"{name} must be a scalar, got shape {array.shape}")
         if layout is None:
             raise ValueError(f"{name} must have {ndim} dimension(s), got shape {array.shape}")
         hint = ""
@@ -259,11 +276,56 @@ def check_array(
         raise TypeError(f"{name} must have dtype {jnp.dtype(dtype)}, got {array.dtype}")
     if min_rows is not None and (array.ndim == 0 or array.shape[0] < min_rows):
         raise ValueError(f"{name} needs at least {min_rows} rows, got shape {array.shape}")
-    if finite and is_concrete(array) and jnp.issubdtype(array.dtype, jnp.inexact):
+    bounded = lower is not None or upper is not None
+    if (finite or bounded or integer_valued) and is_concrete(array):
         # on the host: under an enclosing jit a jnp reduction of a constant is staged (a tracer)
-        if not np.all(np.isfinite(np.asarray(array))):
-            raise ValueError(f"{name} must be finite; got NaN or inf entries")
+        _check_values(name, np.asarray(array), finite=finite, lower=lower, upper=upper,
+                      lower_inclusive=lower_inclusive, upper_inclusive=upper_inclusive,
+                      integer_valued=integer_valued)
     return array
+
+
+def _interval(lower, upper, lower_inclusive, upper_inclusive) -> str:
+    """``>= 0``, ``> 0``, ``<= 1``, ``in [0, 1)``, …: the set a bounded value must lie in."""
+    if upper is None:
+        return f"{'>=' if lower_inclusive else '>'} {lower:g}"
+    if lower is None:
+        return f"{'<=' if upper_inclusive else '<'} {upper:g}"
+    return (f"in {'[' if lower_inclusive else '('}{lower:g}, {upper:g}"
+            f"{']' if upper_inclusive else ')'}")
+
+
+def _shown(host: np.ndarray) -> str:
+    if host.size == 1:
+        return f"{host.reshape(-1)[0]:.7g}"
+    if np.issubdtype(host.dtype, np.inexact) and np.any(np.isnan(host)):
+        return "NaN entries"
+    return f"values in [{host.min():.7g}, {host.max():.7g}]"
+
+
+def _check_values(name, host, *, finite, lower, upper, lower_inclusive, upper_inclusive,
+                  integer_valued):
+    """The value checks of :func:`check_array` on a host copy of the array."""
+    inexact = np.issubdtype(host.dtype, np.inexact)
+    if lower is not None or upper is not None:
+        # written as "not inside" so that NaN fails every bound
+        inside = np.ones(host.shape, bool)
+        if lower is not None:
+            inside &= host >= lower if lower_inclusive else host > lower
+        if upper is not None:
+            inside &= host <= upper if upper_inclusive else host < upper
+        if finite and inexact:
+            inside &= np.isfinite(host)
+        if not np.all(inside):
+            need = ("finite and " if finite else "") + _interval(lower, upper, lower_inclusive,
+                                                                 upper_inclusive)
+            raise ValueError(f"{name} must be {need}, got {_shown(host)}")
+    elif finite and inexact and not np.all(np.isfinite(host)):
+        raise ValueError(f"{name} must be finite; got NaN or inf entries")
+    if integer_valued and inexact:
+        fractional = np.isfinite(host) & (host != np.round(host))
+        if np.any(fractional):
+            raise ValueError(f"{name} must hold whole numbers, got {host[fractional][0]}")
 
 
 def _leaf_name(name: str, path) -> str:

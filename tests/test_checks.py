@@ -118,3 +118,52 @@ def test_common_float_dtype(x64):
     with pytest.raises(TypeError, match="floating arguments must share one dtype, got "
                                         "a: float32, b: float64"):
         checks.common_float_dtype(a=f32, b=(f64,))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "value", "match"),
+    [
+        (dict(lower=0), [1.0, -2.0], r"w must be >= 0, got values in \[-2, 1\]"),
+        (dict(lower=0, lower_inclusive=False, finite=True), 0.0,
+         "w must be finite and > 0, got 0"),
+        (dict(upper=1, upper_inclusive=False), [0.5, 1.0], "w must be < 1"),
+        (dict(lower=0, upper=1, finite=True), [0.2, np.inf],
+         r"w must be finite and in \[0, 1\], got values in \[0.2, inf\]"),
+        (dict(lower=0, upper=1, lower_inclusive=False), [0.0, 0.5], r"w must be in \(0, 1\]"),
+        # NaN meets no bound, finite or not
+        (dict(lower=0), [np.nan, 1.0], "w must be >= 0, got NaN entries"),
+        (dict(integer_valued=True), [1.0, 2.5], "w must hold whole numbers, got 2.5"),
+        (dict(shape=()), [1.0, 2.0], r"w must be a scalar, got shape \(2,\)"),
+    ],
+)
+def test_bounds_and_whole_numbers_name_the_argument(kwargs, value, match):
+    with pytest.raises(ValueError, match=match):
+        checks.check_array("w", np.asarray(value), kind="numeric", **kwargs)
+
+
+def test_bounds_and_whole_numbers_pass_valid_values():
+    counts = checks.check_array("c", np.array([0.0, 3.0]), lower=0, integer_valued=True)
+    assert counts.dtype == jnp.float32
+    checks.check_array("c", np.array([0, 3]), kind="integer", lower=0, upper=3,
+                       integer_valued=True)
+    checks.check_array("p", 1.0, shape=(), lower=0, upper=1)
+    # infinities are whole numbers and meet a lower bound when finite is not asked for
+    checks.check_array("x", np.array([np.inf, 2.0]), lower=0, integer_valued=True)
+
+
+def test_value_checks_are_skipped_under_jit():
+    @jax.jit
+    def f(x):
+        return checks.check_array("x", x, lower=0, upper=1, integer_valued=True, finite=True)
+
+    np.testing.assert_array_equal(f(jnp.array([-1.5, 2.0])), [-1.5, 2.0])
+    jax.vmap(lambda q: checks.check_simplex("p", q))(jnp.ones((2, 3)))
+
+
+def test_probability_vectors_are_check_simplex():
+    """A probability vector (or a batch of them) is check_simplex: the argument is named."""
+    with pytest.raises(ValueError, match="initial must be nonnegative"):
+        checks.check_simplex("initial", np.array([1.2, -0.2]))
+    with pytest.raises(ValueError, match="initial must sum to 1 along its last axis"):
+        checks.check_simplex("initial", np.array([[0.5, 0.5], [0.6, 0.6]]))
+    assert checks.check_simplex("initial", np.array([[0.5, 0.5], [0.0, 1.0]])).shape == (2, 2)
