@@ -201,18 +201,19 @@ def test_bad_inputs_raise_clear_errors():
     c, trials = np.array([0, 3, 5]), np.array([10, 10, 4])
     with pytest.raises(ValueError, match="successes must be <= trials"):
         risk.fit_beta_binomial(c, trials)
-    with pytest.raises(ValueError, match="successes must be >= 0"):
+    with pytest.raises(ValueError,
+                       match=r"successes must be finite and >= 0, got values in \[-1, 2\]"):
         risk.asr_anchored(100, np.array([-1, 2]), 10, 0.3, 5.0)
-    with pytest.raises(ValueError, match="trials must be >= 1"):
+    with pytest.raises(ValueError, match="trials must be finite and >= 1"):
         risk.unbiased_asr_at_k(np.array([0, 0]), np.array([0, 3]), 1)
     with pytest.raises(ValueError, match="successes must hold whole numbers"):
         risk.fit_beta_binomial(np.array([0.5, 1.0]), 4)
     for tau in (0.0, 1.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="tau"):
             risk.budget_at(tau, 0.3, 5.0)
-    with pytest.raises(ValueError, match="alpha must be > 0"):
+    with pytest.raises(ValueError, match="alpha must be finite and > 0, got 0"):
         risk.asr_at_n(10, 0.0, 5.0)
-    with pytest.raises(ValueError, match="pi0 must be < 1"):
+    with pytest.raises(ValueError, match=r"pi0 must be finite and in \[0, 1\), got 1"):
         risk.asr_at_n(10, 0.3, 5.0, pi0=1.0)
     with pytest.raises(ValueError, match="k must be <="):
         risk.unbiased_asr_at_k(np.array([0, 1]), 5, 6)

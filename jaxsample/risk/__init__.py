@@ -1,7 +1,9 @@
 """Repeated-sampling risk: attack success at large N (SABER) and Best-of-N tail competition.
 
 * :mod:`jaxsample.risk.saber` — beta-binomial fits of per-prompt attack success and closed-form
-  ASR@N forecasts (population, conditional, anchored), Budget@τ, pass@k, bootstrap intervals.
+  ASR@N forecasts (population, conditional, anchored), Budget@τ, pass@k, bootstrap intervals;
+  the fit itself (likelihood, L-BFGS, bootstrap resampling) in the private
+  ``risk._betabinomial_fit``.
 * :mod:`jaxsample.risk.best_of_n` — exact Best-of-N accuracy under reward laws (:class:`Normal`,
   :class:`Gumbel`, :class:`GPD`, :class:`Empirical`), Monte Carlo, pool accuracy, and the
   extreme-value tail regime / tail-tension diagnostics.

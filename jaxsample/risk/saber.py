@@ -27,6 +27,10 @@ Also: :func:`budget_at` (the least ``N`` with ASR@N ≥ τ, by integer bisection
 :func:`unbiased_asr_at_k` (the unbiased pass@k estimator of Chen et al. 2021),
 :func:`bootstrap_fits` and :func:`bootstrap_asr` (prompt-resampling intervals, one ``vmap``).
 
+This module holds the closed forms, the pass@k estimator and the public entry points (they check
+their arguments); the fit's likelihood, its L-BFGS loop and the bootstrap resampling live in
+:mod:`jaxsample.risk._betabinomial_fit`.
+
 Counts may be integer or floating arrays; results are floating (the counts' dtype, or the default
 float dtype for integer counts). Use float64 when ASR values below ~1e-4 matter (see
 :func:`jaxsample.kernels.betabinomial.log_survival`).
@@ -40,9 +44,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from jaxsample._batching import vmap_in_blocks
 from jaxsample._checks import (
     check_array,
     check_choice,
@@ -56,6 +58,14 @@ from jaxsample._solver import warn_if_unsuccessful
 from jaxsample.kernels import betabinomial as bb
 from jaxsample.kernels.roots import bisect
 from jaxsample.kernels.solver import SolverStats
+from jaxsample.risk._betabinomial_fit import (
+    MAX_COUNT_TRIALS,
+    BetaBinomialFit,
+    SABERFitInfo,
+    fit_counts,
+    fit_resamples,
+    resample,
+)
 
 __all__ = [
     "UNREACHABLE",
@@ -80,36 +90,6 @@ UNREACHABLE = -1
 """What :func:`budget_at` returns when τ is not reached within ``max_budget`` attempts (in
 particular whenever ``τ >= 1 − π₀``, which no budget reaches)."""
 
-
-class BetaBinomialFit(NamedTuple):
-    """The parameters of a (zero-inflated) beta-binomial maximum-likelihood fit.
-
-    Attributes:
-        alpha: α of the Beta law of per-prompt success probabilities.
-        beta: β.
-        pi0: fraction of unbreakable prompts (0 unless fitted with ``zero_inflated=True``).
-    """
-
-    alpha: jax.Array
-    beta: jax.Array
-    pi0: jax.Array
-
-
-class SABERFitInfo(NamedTuple):
-    """How a beta-binomial fit ended.
-
-    Attributes:
-        log_likelihood: ``Σ_i log P(c_i; n_i, α, β, π₀)`` at the fit (binomial coefficients
-            included).
-        solver: :class:`~jaxsample.SolverStats` of L-BFGS (``successful`` only when the
-            gradient at the returned parameters met the tolerance within ``max_iterations``;
-            ``nonfinite`` for a non-finite gradient). An eager fit that fails warns once.
-        nonfinite: any parameter or the log-likelihood is not finite.
-    """
-
-    log_likelihood: jax.Array
-    solver: SolverStats
-    nonfinite: jax.Array
 
 
 class ASRInterval(NamedTuple):
@@ -189,25 +169,9 @@ class SABERBudgetInfo(NamedTuple):
 # validation
 
 
-def _check_real(name, value, *, minimum=None, positive=False, below=None, integer=False):
-    """A real array (any shape), value-checked when concrete; returns it unchanged."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be a real number or array, got bool")
-    array = check_array(name, value, kind="numeric")
-    if is_concrete(array):
-        host = np.asarray(array, np.float64)
-        if not np.all(np.isfinite(host)):
-            raise ValueError(f"{name} must be finite; got NaN or inf entries")
-        if positive and np.any(host <= 0):
-            raise ValueError(f"{name} must be > 0, got min {host.min():g}")
-        if minimum is not None and np.any(host < minimum):
-            raise ValueError(f"{name} must be >= {minimum}, got min {host.min():g}")
-        if below is not None and np.any(host >= below):
-            raise ValueError(f"{name} must be < {below}, got max {host.max():g}")
-        if integer and np.any(host != np.round(host)):
-            bad = host[host != np.round(host)][0]
-            raise ValueError(f"{name} must hold whole numbers, got {bad}")
-    return array
+def _check_real(name, value, **bounds):
+    """A finite real array of any shape (bounds and whole numbers as :func:`check_array`)."""
+    return check_array(name, value, kind="numeric", finite=True, **bounds)
 
 
 def _check_counts(successes, trials):
@@ -216,8 +180,8 @@ def _check_counts(successes, trials):
     if trials.ndim > 1 or (trials.ndim == 1 and trials.shape != successes.shape):
         raise ValueError(f"trials must be a scalar or have the shape of successes "
                          f"{successes.shape}, got shape {trials.shape}")
-    _check_real("successes", successes, minimum=0, integer=True)
-    _check_real("trials", trials, minimum=1, integer=True)
+    _check_real("successes", successes, lower=0, integer_valued=True)
+    _check_real("trials", trials, lower=1, integer_valued=True)
     if is_concrete((successes, trials)):
         bad = np.asarray(successes, np.float64) > np.asarray(trials, np.float64)
         if np.any(bad):
@@ -230,9 +194,9 @@ def _check_counts(successes, trials):
 
 
 def _check_beta(alpha, beta, pi0, dtype_values):
-    _check_real("alpha", alpha, positive=True)
-    _check_real("beta", beta, positive=True)
-    _check_real("pi0", pi0, minimum=0, below=1)
+    _check_real("alpha", alpha, lower=0, lower_inclusive=False)
+    _check_real("beta", beta, lower=0, lower_inclusive=False)
+    _check_real("pi0", pi0, lower=0, upper=1, upper_inclusive=False)
     dtype = common_float_dtype(alpha=alpha, beta=beta, pi0=pi0, **dtype_values)
     return tuple(jnp.asarray(v).astype(dtype) for v in (alpha, beta, pi0)), dtype
 
@@ -267,7 +231,7 @@ def asr_at_n(n, alpha, beta, pi0=0.0) -> tuple[jax.Array, SABERForecastInfo]:
         >>> [round(float(v), 4) for v in asr]
         [0.0476, 0.2631, 0.7886]
     """
-    n = _check_real("n", n, minimum=0)
+    n = _check_real("n", n, lower=0)
     (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"n": n})
     return _asr_at_n(n.astype(dtype), alpha, beta, pi0)
 
@@ -302,7 +266,7 @@ def _per_prompt(n, successes, trials, alpha, beta, pi0, anchored):
 
 
 def _prompt_estimate(n, successes, trials, alpha, beta, pi0, anchored):
-    n = _check_real("n", n, minimum=0)
+    n = _check_real("n", n, lower=0)
     successes, trials = _check_counts(successes, trials)
     (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"successes": successes})
     for arg, value in (("alpha", alpha), ("beta", beta), ("pi0", pi0)):
@@ -418,7 +382,8 @@ def budget_at(tau, alpha, beta, pi0=0.0, *, max_budget: int | None = None
         >>> int(budget), bool(info.solver.converged), len(caught)
         (-1, False, 1)
     """
-    tau = _check_real("tau", tau, positive=True, below=1)
+    tau = _check_real("tau", tau, lower=0, upper=1, lower_inclusive=False,
+                      upper_inclusive=False)
     (alpha, beta, pi0), dtype = _check_beta(alpha, beta, pi0, {"tau": tau})
     int_dtype = jax.dtypes.canonicalize_dtype(jnp.int64)
     limit = 2**31 - 1 if int_dtype == jnp.int32 else 2**53
@@ -493,7 +458,7 @@ def unbiased_asr_at_k(successes, trials, k) -> tuple[jax.Array, SABERPromptInfo]
         (0.75, [0.5, 1.0])
     """
     successes, trials = _check_counts(successes, trials)
-    k = _check_real("k", k, minimum=1, integer=True)
+    k = _check_real("k", k, lower=1, integer_valued=True)
     if is_concrete((k, trials)) and np.any(np.asarray(k, np.float64) > np.min(np.asarray(trials))):
         raise ValueError(f"k must be <= every prompt's trials (min {np.min(np.asarray(trials))}), "
                          f"got {np.max(np.asarray(k))}")
@@ -510,194 +475,11 @@ def _unbiased_asr_at_k(successes, trials, k):
 
 
 # ----------------------------------------------------------------------------------------------
-# fitting
-
-# count-statistics likelihood up to this many trials per prompt; beyond, the log-beta form
-_MAX_COUNT_TRIALS = 100_000
-
-
-def _unpack(params):
-    log_nu = params[1]
-    alpha = jnp.exp(log_nu + jax.nn.log_sigmoid(params[0]))
-    beta = jnp.exp(log_nu + jax.nn.log_sigmoid(-params[0]))
-    return alpha, beta
-
-
-class _Statistics(NamedTuple):
-    """What a fit needs from the data (for whole-number counts and a static trial bound J).
-
-    ``log B(c + α, n − c + β) − log B(α, β) = Σ_{j<c} log(α + j) + Σ_{j<n−c} log(β + j) −
-    Σ_{j<n} log(α + β + j)``, so the likelihood needs only ``A_j = #{c_i > j}``,
-    ``B_j = #{n_i − c_i > j}``, ``C_j = #{n_i > j}`` (``j < J``) and, for zero inflation, the
-    number of unbroken prompts with ``n_i = n`` (``n <= J``); the start needs a few moments.
-    The solver then costs ``O(J)`` per evaluation and compiles once per ``J``, whatever the
-    number of prompts.
-    """
-
-    above_successes: jax.Array
-    above_failures: jax.Array
-    above_trials: jax.Array
-    unbroken: jax.Array
-    num_prompts: jax.Array
-    moments: jax.Array  # Σc, Σn, Σ(c/n), Σ(c/n)², Σ log C(n, c)
-
-
-def _statistics(successes, trials, max_trials):
-    dtype = successes.dtype
-    c = successes.astype(jnp.int32)
-    n = trials.astype(jnp.int32)
-    size = max_trials + 1
-
-    def exceeding(values):
-        histogram = jnp.bincount(values, length=size).astype(dtype)
-        return (jnp.sum(histogram) - jnp.cumsum(histogram))[:max_trials]
-
-    unbroken = jnp.bincount(n, weights=(c == 0).astype(dtype), length=size)
-    rates = successes / trials
-    lgamma = jax.lax.lgamma
-    log_choose = lgamma(trials + 1) - lgamma(successes + 1) - lgamma(trials - successes + 1)
-    moments = jnp.stack([jnp.sum(successes), jnp.sum(trials), jnp.sum(rates),
-                         jnp.sum(rates * rates), jnp.sum(log_choose)])
-    return _Statistics(exceeding(c), exceeding(n - c), exceeding(n), unbroken,
-                       jnp.asarray(successes.shape[0], dtype), moments)
-
-
-def _nll_counts(params, statistics, zero_inflated):
-    """Mean negative log-likelihood per prompt from count statistics (constants dropped)."""
-    alpha, beta = _unpack(params)
-    num_prompts = statistics.num_prompts
-    j = jnp.arange(statistics.above_successes.shape[0], dtype=alpha.dtype)
-    log_a, log_b, log_ab = jnp.log(alpha + j), jnp.log(beta + j), jnp.log(alpha + beta + j)
-    total = jnp.sum(statistics.above_successes * log_a + statistics.above_failures * log_b
-                    - statistics.above_trials * log_ab)
-    if not zero_inflated:
-        return -total / num_prompts
-    # an unbroken prompt with n trials: log P(c = 0) = Σ_{j<n} log(β + j) − log(α + β + j)
-    zeros = statistics.unbroken
-    log_zero = jnp.concatenate([jnp.zeros((1,), j.dtype), jnp.cumsum(log_b - log_ab)])
-    log_pi0, log_rest = jax.nn.log_sigmoid(params[2]), jax.nn.log_sigmoid(-params[2])
-    broken = total - jnp.sum(zeros * log_zero)  # Σ over prompts with c_i > 0
-    unbroken = jnp.sum(zeros * jnp.logaddexp(log_pi0, log_rest + log_zero))
-    return -((num_prompts - jnp.sum(zeros)) * log_rest + broken + unbroken) / num_prompts
-
-
-def _nll_prompts(params, data, zero_inflated):
-    """Mean negative log-likelihood per prompt from log-beta functions (any counts)."""
-    successes, trials = data
-    alpha, beta = _unpack(params)
-    terms = bb.betaln(successes + alpha, trials - successes + beta) - bb.betaln(alpha, beta)
-    if zero_inflated:
-        zeros = jnp.where(successes > 0, -jnp.inf, jnp.zeros_like(successes))
-        terms = jnp.logaddexp(jax.nn.log_sigmoid(params[2]) + zeros,
-                              jax.nn.log_sigmoid(-params[2]) + terms)
-    return -jnp.mean(terms)
-
-
-def _moment_start(moments, num_prompts, zero_fraction, zero_inflated):
-    """Method-of-moments (logit mean, log concentration[, logit π₀]) start."""
-    sum_c, sum_n, sum_rate, sum_rate_sq = moments[0], moments[1], moments[2], moments[3]
-    floor = 0.5 / sum_n
-    mean = jnp.clip(sum_c / sum_n, floor, 1 - floor)
-    # mean of (c/n − m)² from the sums
-    variance = (sum_rate_sq - 2 * mean * sum_rate) / num_prompts + mean * mean
-    n_bar = sum_n / num_prompts
-    # Var(c/n) = m(1 − m)[1/n + (1 − 1/n)ρ] with intra-class correlation ρ = 1/(ν + 1)
-    spread = variance / (mean * (1 - mean)) - 1 / n_bar
-    rho = jnp.where(n_bar > 1, spread / jnp.maximum(1 - 1 / n_bar, floor), 0.5)
-    rho = jnp.clip(rho, 1e-4, 1 - 1e-4)
-    nu = 1 / rho - 1
-    start = [jnp.log(mean) - jnp.log1p(-mean), jnp.log(nu)]
-    if zero_inflated:
-        # half the unbroken prompts: the rest of them are left to the Beta part
-        pi0 = jnp.clip(0.5 * zero_fraction, 0.01, 0.9)
-        start.append(jnp.log(pi0) - jnp.log1p(-pi0))
-    return jnp.stack(start)
-
-
-def _solve(objective, start, log_choose, num_prompts, zero_inflated, max_iterations,
-           tolerance):
-    """L-BFGS on ``objective`` (mean NLL per prompt) until its gradient is below ``tolerance``."""
-    dtype = start.dtype
-    solver = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(objective)
-
-    def step(carry):
-        params, state, count = carry
-        value, grad = value_and_grad(params, state=state)
-        updates, state = solver.update(grad, state, params, value=value, grad=grad,
-                                       value_fn=objective)
-        return optax.apply_updates(params, updates), state, count + 1
-
-    def gradient_norm(state):
-        return jnp.max(jnp.abs(optax.tree.get(state, "grad")))
-
-    def keep_going(carry):
-        _, state, count = carry
-        return (count == 0) | ((count < max_iterations) & (gradient_norm(state) > tolerance))
-
-    # optax's L-BFGS adds an int32 memory index to an int64 arange under 64-bit types, which
-    # strict dtype promotion refuses; its internals run under standard promotion
-    with jax.numpy_dtype_promotion("standard"):
-        params, state, count = jax.lax.while_loop(
-            keep_going, step, (start, solver.init(start), jnp.zeros((), jnp.int32)))
-    alpha, beta = _unpack(params)
-    pi0 = jax.nn.sigmoid(params[2]) if zero_inflated else jnp.zeros((), dtype)
-    # the mean per prompt, times m, plus the binomial coefficients (data only)
-    log_likelihood = log_choose - num_prompts * objective(params)
-    finite = jnp.isfinite(jnp.stack([alpha, beta, pi0, log_likelihood]))
-    nonfinite = ~jnp.all(finite)
-    final_gradient = gradient_norm(state)
-    # success only when the gradient criterion was met at the returned parameters; a NaN
-    # gradient (never <= tolerance) is reported as non-finite, not as an exhausted budget
-    stats = SolverStats.of(count, converged=final_gradient <= tolerance,
-                           nonfinite=nonfinite | ~jnp.isfinite(final_gradient))
-    return (BetaBinomialFit(alpha=alpha, beta=beta, pi0=pi0),
-            SABERFitInfo(log_likelihood=log_likelihood, solver=stats, nonfinite=nonfinite))
-
-
-def _fit_statistics(statistics, *, zero_inflated, max_iterations, tolerance):
-    with jax.named_scope("fit_beta_binomial"):
-        zero_fraction = jnp.sum(statistics.unbroken) / statistics.num_prompts
-        start = _moment_start(statistics.moments, statistics.num_prompts, zero_fraction,
-                              zero_inflated)
-        return _solve(lambda y: _nll_counts(y, statistics, zero_inflated), start,
-                      statistics.moments[4], statistics.num_prompts, zero_inflated,
-                      max_iterations, tolerance)
-
-
-def _fit(successes, trials, *, zero_inflated, max_iterations, tolerance, max_trials):
-    """The fit (traceable). ``max_trials`` None: the log-beta likelihood per prompt."""
-    settings = dict(zero_inflated=zero_inflated, max_iterations=max_iterations,
-                    tolerance=tolerance)
-    if max_trials is not None:
-        return _fit_statistics(_statistics(successes, trials, max_trials), **settings)
-    with jax.named_scope("fit_beta_binomial"):
-        statistics = _statistics(successes, trials, 1)  # the moments only
-        zero_fraction = jnp.mean((successes == 0).astype(successes.dtype))
-        start = _moment_start(statistics.moments, statistics.num_prompts, zero_fraction,
-                              zero_inflated)
-        return _solve(lambda y: _nll_prompts(y, (successes, trials), zero_inflated), start,
-                      statistics.moments[4], statistics.num_prompts, **settings)
-
-
-# max_iterations is traced (a while-loop bound): every iteration cap shares one compilation
-_SETTINGS = ("zero_inflated", "tolerance", "max_trials")
-_statistics_jit = jax.jit(_statistics, static_argnames=("max_trials",))
-_fit_statistics_jit = jax.jit(_fit_statistics, static_argnames=_SETTINGS[:2])
-_fit_prompts_jit = jax.jit(_fit, static_argnames=_SETTINGS)
-
-
-def _fit_jit(successes, trials, **settings):
-    """Eager entry: statistics and solver compile separately, so the solver's compilation is
-    shared by every data set with the same trial bound."""
-    max_trials = settings.pop("max_trials")
-    if max_trials is None:
-        return _fit_prompts_jit(successes, trials, max_trials=None, **settings)
-    return _fit_statistics_jit(_statistics_jit(successes, trials, max_trials), **settings)
+# fitting (the likelihood, its solver and the resampling: :mod:`jaxsample.risk._betabinomial_fit`)
 
 
 def _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance, max_trials):
-    """Checked static settings of a fit, as keyword arguments of ``_fit``."""
+    """Checked static settings of a fit, as keyword arguments of ``fit_counts``."""
     max_iterations = check_int("max_iterations", max_iterations, 1)
     if tolerance is None:
         tolerance = 1e-9 if successes.dtype == jnp.float64 else 1e-4
@@ -711,7 +493,7 @@ def _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance
             raise ValueError(f"max_trials must be >= every prompt's trials, got {max_trials} "
                              f"< {largest}")
         max_trials = largest if max_trials is None else max_trials
-    if max_trials is not None and max_trials > _MAX_COUNT_TRIALS:
+    if max_trials is not None and max_trials > MAX_COUNT_TRIALS:
         max_trials = None
     return dict(zero_inflated=bool(zero_inflated), max_iterations=max_iterations,
                 tolerance=float(tolerance), max_trials=max_trials)
@@ -729,10 +511,8 @@ def fit_beta_binomial(successes, trials, *, zero_inflated: bool = False,
     ``α/(α + β)``, the log of the concentration ``α + β`` (and the logit of π₀), which conditions
     the problem and puts the binomial limit at infinity. Starts from the method of moments and
     runs ``optax.lbfgs`` (zoom line search with approximate Wolfe conditions) on the mean negative
-    log-likelihood per prompt until its gradient is below ``tolerance``. (``optimistix.BFGS``
-    was tried first: its termination test runs only on accepted steps, so once the Armijo test
-    fails at round-off level it halves the step until ``max_iterations`` — 5–15 % of bootstrap
-    fits never stopped.)
+    log-likelihood per prompt until its gradient is below ``tolerance`` (why this loop and not
+    ``optimistix.BFGS``: :mod:`jaxsample.risk._betabinomial_fit`).
 
     The likelihood is evaluated from count statistics — ``Σ_{j<c} log(α + j)`` sums, so only the
     numbers of prompts with ``c_i > j``, ``n_i − c_i > j`` and ``n_i > j`` enter, ``O(max n)`` per
@@ -770,20 +550,10 @@ def fit_beta_binomial(successes, trials, *, zero_inflated: bool = False,
     successes, trials = _check_counts(successes, trials)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
-    fit, info = _fit_jit(successes, trials, **settings)
+    fit, info = fit_counts(successes, trials, **settings)
     warn_if_unsuccessful(info.solver, "fit_beta_binomial's L-BFGS fit")
     return fit, info
 
-
-def _resample(key, successes, trials, num_resamples):
-    index = jax.random.randint(key, (num_resamples, successes.shape[0]), 0, successes.shape[0])
-    return successes[index], trials[index]
-
-
-@functools.partial(jax.jit, static_argnames=("num_resamples", "progress", *_SETTINGS))
-def _bootstrap_fits(key, successes, trials, *, num_resamples, progress=None, **settings):
-    c, n = _resample(key, successes, trials, num_resamples)
-    return vmap_in_blocks(functools.partial(_fit, **settings), c, n, progress=progress)
 
 
 def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated: bool = False,
@@ -819,7 +589,7 @@ def bootstrap_fits(key, successes, trials, *, num_resamples: int, zero_inflated:
     progress = check_progress(progress)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
-    fits, infos = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
+    fits, infos = fit_resamples(key, successes, trials, num_resamples=num_resamples,
                                   progress=progress, **settings)
     warn_if_unsuccessful(infos.solver, "bootstrap_fits' L-BFGS fits")
     return fits, infos
@@ -842,7 +612,7 @@ def _interval(key, n, successes, trials, level, full, full_info, fits, fit_infos
     with jax.named_scope("bootstrap_asr"):
         dtype = successes.dtype
         estimate = _estimate(estimator, n, successes, trials, full)
-        c, t = _resample(key, successes, trials, num_resamples)  # the resamples of the fits
+        c, t = resample(key, successes, trials, num_resamples)  # the resamples of the fits
         values = jax.vmap(lambda c_b, t_b, fit_b: _estimate(estimator, n, c_b, t_b, fit_b))(
             c, t, fits)
         quantiles = jnp.quantile(values, jnp.stack([(1 - level) / 2, (1 + level) / 2]), axis=0)
@@ -890,9 +660,10 @@ def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
     """
     key = check_key("key", key)
     estimator = check_choice("estimator", estimator, _ESTIMATORS)
-    n = _check_real("n", n, minimum=0)
+    n = _check_real("n", n, lower=0)
     successes, trials = _check_counts(successes, trials)
-    level = _check_real("level", level, positive=True, below=1)
+    level = _check_real("level", level, lower=0, upper=1, lower_inclusive=False,
+                        upper_inclusive=False)
     if estimator == "anchored" and is_concrete((n, trials)) and np.any(
             np.asarray(n, np.float64)[..., None] < np.asarray(trials, np.float64)):
         raise ValueError("n must be >= trials for the anchored estimator")
@@ -900,8 +671,8 @@ def bootstrap_asr(key, n, successes, trials, *, estimator: str = "anchored",
     progress = check_progress(progress)
     settings = _solver_settings(successes, trials, zero_inflated, max_iterations, tolerance,
                                 max_trials)
-    full, full_info = _fit_jit(successes, trials, **settings)
-    fits, fit_infos = _bootstrap_fits(key, successes, trials, num_resamples=num_resamples,
+    full, full_info = fit_counts(successes, trials, **settings)
+    fits, fit_infos = fit_resamples(key, successes, trials, num_resamples=num_resamples,
                                       progress=progress, **settings)
     dtype = successes.dtype
     interval, info = _interval(key, n.astype(dtype), successes, trials, level.astype(dtype),

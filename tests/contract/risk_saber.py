@@ -75,7 +75,7 @@ ENTRIES = [
             BadInput(lambda: risk.fit_beta_binomial(np.array([3, 1]), np.array([2, 4])),
                      ValueError, "successes must be <= trials"),
             BadInput(lambda: risk.fit_beta_binomial(np.array([-1, 1]), 4), ValueError,
-                     "successes must be >= 0"),
+                     "successes must be finite and >= 0"),
             BadInput(lambda: risk.budget_at(1.0, 0.3, 5.0), ValueError, "tau"),
             BadInput(lambda: risk.bootstrap_fits(KEY, _SUCCESSES, 20, num_resamples=0),
                      ValueError, "num_resamples"),
