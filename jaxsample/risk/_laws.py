@@ -42,17 +42,9 @@ _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def _parameter(name, value, *, positive=False):
-    if isinstance(value, bool) or not isinstance(value, int | float | np.ndarray | np.number
-                                                 | jax.Array):
-        raise TypeError(f"{name} must be a real scalar, got {type(value).__name__}")
-    array = value if isinstance(value, jax.Array) else jnp.asarray(value)
-    if array.shape != ():
-        raise ValueError(f"{name} must be a scalar, got shape {array.shape}")
-    if is_concrete(array):
-        host = float(array)
-        if not math.isfinite(host) or (positive and host <= 0):
-            raise ValueError(f"{name} must be finite{' and > 0' if positive else ''}, got {host}")
-    return array
+    """A real scalar parameter, finite (and ``> 0`` where ``positive``) when concrete."""
+    bound = dict(lower=0, lower_inclusive=False) if positive else {}
+    return check_array(name, value, shape=(), kind="numeric", finite=True, **bound)
 
 
 def _cast(value, dtype):

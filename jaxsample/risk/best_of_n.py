@@ -184,29 +184,11 @@ def _check_law(name, law):
 
 
 def _check_probability(name, value):
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be a real number, got bool")
-    array = check_array(name, value, kind="numeric")
-    if array.shape != ():
-        raise ValueError(f"{name} must be a scalar, got shape {array.shape}")
-    if is_concrete(array):
-        host = float(array)
-        if not 0 <= host <= 1:
-            raise ValueError(f"{name} must be in [0, 1], got {host}")
-    return array
+    return check_array(name, value, shape=(), kind="numeric", lower=0, upper=1)
 
 
 def _check_n(value, *, integer=False):
-    if isinstance(value, bool):
-        raise TypeError("n must be a number, got bool")
-    array = check_array("n", value, kind="numeric")
-    if is_concrete(array):
-        host = np.asarray(array, np.float64)
-        if not np.all(np.isfinite(host)) or np.any(host < 1):
-            raise ValueError(f"n must be finite and >= 1, got min {np.min(host):g}")
-        if integer and np.any(host != np.round(host)):
-            raise ValueError("n must hold whole numbers")
-    return array
+    return check_array("n", value, kind="numeric", finite=True, lower=1, integer_valued=integer)
 
 
 def _check_scores_labels(scores, labels):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 
-from jaxsample._checks import check_array, is_concrete
+from jaxsample._checks import check_array
 from jaxsample.kernels.coverage import PaddedIncidence
 
 
@@ -38,22 +37,14 @@ def prepare_incidence(incidence, weights=None) -> tuple:
             raise TypeError(f"incidence must be bool or numeric, got dtype {incidence.dtype}")
         if incidence.shape[1] < 1:
             raise ValueError(f"incidence needs at least one set (column), got {incidence.shape}")
-        if is_concrete(incidence) and not jnp.issubdtype(incidence.dtype, jnp.bool_):
-            host = np.asarray(incidence)
-            if not np.all(np.isfinite(host)):
-                raise ValueError("incidence must be finite; got NaN or inf entries")
-            if not np.all((host == 0) | (host == 1)):
-                raise ValueError("incidence must hold 0/1 (or bool) entries")
+        if not jnp.issubdtype(incidence.dtype, jnp.bool_):
+            # 0/1 entries: whole numbers in [0, 1]
+            check_array("incidence", incidence, kind="numeric", finite=True, lower=0, upper=1,
+                        integer_valued=True)
         n = incidence.shape[0]
         incidence = incidence.astype(dtype)
     if weights is None:
         weights = jnp.ones((n,), dtype)
     else:
-        weights = check_array("weights", weights, shape=(n,))
-        if is_concrete(weights):
-            host = np.asarray(weights, np.float64)
-            if not np.all(np.isfinite(host)):
-                raise ValueError("weights must be finite; got NaN or inf entries")
-            if np.any(host < 0):
-                raise ValueError(f"weights must be >= 0, got minimum {host.min()}")
+        weights = check_array("weights", weights, shape=(n,), finite=True, lower=0)
     return incidence, weights
