@@ -92,10 +92,10 @@ class PaddedIncidence(eqx.Module):
     """Sparse incidence: for each element, the ids of the sets that contain it.
 
     Memory and every pass are ``O(n·d)`` for rows of width d, never ``O(n·m)``: the form for
-    n = 10⁶ elements. Build it with :meth:`from_indices`, which checks the ids (the fields
-    themselves are taken as valid) and adds the transposed index ``members`` when it is compact.
-    Build it through :class:`jaxsample.subset.PaddedIncidence`, whose ``from_indices`` checks
-    the ids; this kernel-layer constructor takes them as valid.
+    n = 10⁶ elements. Build it with :meth:`from_indices`, which adds the transposed index
+    ``members`` when it is compact. Inputs are valid: users build it through
+    :class:`jaxsample.subset.PaddedIncidence`, whose ``from_indices`` checks the ids first; this
+    kernel-layer constructor takes them as valid.
 
     ``Bx`` is d one-dimensional gathers ``x[indices[:, j]]``; ``Bᵀu`` is, with ``members``, the
     gathers ``u[members[r]]`` summed over the rows r, and a scatter-add (segment sum) without it.
