@@ -34,6 +34,7 @@ from jaxsample._checks import (
     check_progress,
     is_concrete,
 )
+from jaxsample._training import check_optimizer, fit
 from jaxsample.diffusion._vp import VPSchedule
 from jaxsample.kernels import guidance as kernels
 from jaxsample.kernels.logspace import log_normalize
@@ -393,9 +394,7 @@ def train_time_predictor(key, predictor, data, schedule: VPSchedule, times, *,
     num_steps = check_int("num_steps", num_steps, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     learning_rate = check_hyperparameter("learning_rate", learning_rate)
-    if optimizer is not None and not isinstance(optimizer, optax.GradientTransformation):
-        raise TypeError(f"optimizer must be an optax.GradientTransformation, got "
-                        f"{type(optimizer).__name__}")
+    optimizer = check_optimizer("optimizer", optimizer)
     # one logit per grid time
     check_fn_output("predictor", predictor, jax.ShapeDtypeStruct(data.shape[1:], data.dtype),
                     times.shape)
@@ -415,29 +414,17 @@ def _train(key, predictor, data, schedule, times, num_steps, batch_size, learnin
     if optimizer is None:  # built inside the trace: the learning rate stays a traced value
         optimizer = optax.adam(learning_rate)
 
-    def loss_fn(params, x, labels):
-        model = eqx.combine(params, static)
-        logits = jax.vmap(model)(x)
-        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
-
-    def step(carry, xs):
-        params, state = carry
-        index, step_key = xs
+    def loss_fn(params, step_key):
         rows, labels, noise = jax.random.split(step_key, 3)
         x0 = data[jax.random.randint(rows, (batch_size,), 0, data.shape[0])]
         j = jax.random.randint(labels, (batch_size,), 0, times.shape[0])
         alpha = schedule.alpha_bar(times[j])[:, None]
         x = jnp.sqrt(alpha) * x0 + jnp.sqrt(1 - alpha) * jax.random.normal(noise, x0.shape,
                                                                           x0.dtype)
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, j)
-        with jax.numpy_dtype_promotion("standard"):   # optax: decay ** int32 count
-            updates, state = optimizer.update(grads, state, params)
-        if progress is not None:
-            progress.report(index + 1, num_steps)
-        return (optax.apply_updates(params, updates), state), loss
+        logits = jax.vmap(eqx.combine(params, static))(x)
+        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, j))
 
-    steps = (jnp.arange(num_steps, dtype=jnp.int32), jax.random.split(key, num_steps))
-    (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), steps)
+    params, losses = fit(loss_fn, params, optimizer, key, num_steps, progress=progress)
     info = TimePredictorTrainInfo(losses, ~jnp.all(jnp.isfinite(losses)))
     return eqx.combine(params, static), info
 
