@@ -474,23 +474,18 @@ class SphericalLinearBO(eqx.Module):
         """
         self._check_state(state)
         dtype = state.mean.dtype
-        x = check_array("x", x, kind="numeric")
+        x = check_array("x", x, kind="numeric", finite=True)
         if x.ndim not in (1, 2) or x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape ({self.dim},) or (q, {self.dim}), got {x.shape}")
-        y = check_array("y", y, kind="numeric")
+        y = check_array("y", y, kind="numeric", finite=True)
         if y.shape != x.shape[:-1]:
             raise ValueError(f"y must have shape {x.shape[:-1]} (one value per row of x), got "
                              f"{y.shape}")
         x = jnp.asarray(x, dtype)
         y = jnp.asarray(y, dtype)
-        if is_concrete(x):
-            xs = np.asarray(x)
-            if not np.all(np.isfinite(xs)):
-                raise ValueError("x must be finite; got NaN or inf entries")
-            if np.any(np.linalg.norm(xs.reshape(-1, self.dim), axis=-1) == 0):
-                raise ValueError("x has an all-zero row: a point has no direction")
-        if is_concrete(y) and not np.all(np.isfinite(np.asarray(y))):
-            raise ValueError("y must be finite; got NaN or inf observations")
+        if is_concrete(x) and np.any(np.linalg.norm(np.asarray(x).reshape(-1, self.dim),
+                                                    axis=-1) == 0):
+            raise ValueError("x has an all-zero row: a point has no direction")
         return _tell(state, x, y)
 
     # ---- acquisition

@@ -98,14 +98,12 @@ class PreferenceMatrix(eqx.Module):
     probs: jax.Array
 
     def __init__(self, probs):
-        probs = check_array("preferences", probs, ndim=2)
+        probs = check_array("preferences", probs, ndim=2, finite=True, lower=0, upper=1)
         if probs.shape[0] != probs.shape[1] or probs.shape[0] < 2:
             raise ValueError(f"preferences must be a square (K, K) matrix with K >= 2, got shape "
                              f"{probs.shape}")
         if is_concrete(probs):
             q = np.asarray(probs, np.float64)
-            if not np.all(np.isfinite(q)) or np.any(q < 0) or np.any(q > 1):
-                raise ValueError("preferences must hold probabilities in [0, 1]")
             if np.max(np.abs(q + q.T - 1.0)) > 1e-6:
                 raise ValueError("preferences must be complementary: q_ij + q_ji = 1 (and q_ii = "
                                  f"1/2); max |q + qᵀ − 1| = {np.max(np.abs(q + q.T - 1.0)):.3g}")

@@ -111,16 +111,13 @@ class TabularMDP(eqx.Module):
             raise ValueError(f"transitions must have shape (H, S, A, S), got {transitions.shape}")
         # laws over the next state along the last axis
         transitions = check_simplex("transitions", transitions)
-        rewards = check_array("rewards", rewards, shape=(h, s, a), dtype=transitions.dtype)
+        rewards = check_array("rewards", rewards, shape=(h, s, a), dtype=transitions.dtype,
+                              finite=True, lower=0, upper=1)
         if initial is None:
             initial = jnp.zeros((s,), transitions.dtype).at[0].set(1)
         initial = check_simplex("initial", initial, shape=(s,))
         if initial.dtype != transitions.dtype:
             raise TypeError(f"initial must have dtype {transitions.dtype}, got {initial.dtype}")
-        if is_concrete(rewards):
-            r = np.asarray(rewards, np.float64)
-            if not np.all(np.isfinite(r)) or np.any(r < 0) or np.any(r > 1):
-                raise ValueError("rewards must lie in [0, 1]")
         self.transitions = transitions
         self.rewards = rewards
         self.initial = initial
@@ -481,11 +478,8 @@ def _reference_laws(reference_policy, h, s, a, dtype):
     if reference_policy.shape not in (((h, s),) if integer else ((s, a), (h, s, a))):
         raise ValueError(f"reference_policy must have shape (H, S) (actions) or (S, A) / "
                          f"(H, S, A) (action laws), got {reference_policy.shape}")
-    reference = _as_probs(reference_policy, h, s, a, dtype)
-    if is_concrete(reference) and (np.any(np.asarray(reference) < 0) or np.max(
-            np.abs(np.asarray(reference, np.float64).sum(-1) - 1)) > 1e-5):
-        raise ValueError("reference_policy must hold action laws summing to 1")
-    return reference
+    # action laws along the last axis (one-hot for integer actions)
+    return check_simplex("reference_policy", _as_probs(reference_policy, h, s, a, dtype))
 
 
 def run_psrl(key: jax.Array, mdp: TabularMDP, *, num_episodes: int, variant: str = "psrl",
@@ -670,16 +664,12 @@ def run_psrl_env(key: jax.Array, env_step, *, num_states: int, num_actions: int,
     initial = check_simplex("initial", initial, shape=(s,))
     dtype = initial.dtype
     if rewards is not None:
-        rewards = check_array("rewards", rewards, dtype=dtype)
+        rewards = check_array("rewards", rewards, dtype=dtype, finite=True, lower=0, upper=1)
         if rewards.shape == (s, a):
             rewards = jnp.broadcast_to(rewards, (horizon, s, a))
         elif rewards.shape != (horizon, s, a):
             raise ValueError(f"rewards must have shape (S, A) = {(s, a)} or (H, S, A) = "
                              f"{(horizon, s, a)}, got {rewards.shape}")
-        if is_concrete(rewards):
-            r = np.asarray(rewards, np.float64)
-            if not np.all(np.isfinite(r)) or np.any(r < 0) or np.any(r > 1):
-                raise ValueError("rewards must lie in [0, 1]")
     _check_env_step(env_step, s, a, learned=rewards is None)
     hc = 1 if homogeneous else horizon
     shape = (hc, s, a, s)
