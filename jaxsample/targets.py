@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
+from jaxsample._checks import check_array
 from jaxsample.kernels import pairwise
 from jaxsample.kernels.roots import bisect
 
@@ -60,10 +61,10 @@ def _as_point(x, dim: int, name: str = "x"):
 
 
 def _check_finite(name: str, value) -> np.ndarray:
-    value = np.asarray(value)
-    if not np.all(np.isfinite(value)):
-        raise ValueError(f"{name} must be finite, got non-finite entries")
-    return value
+    """A finite numeric array, returned on the host as given (the Cholesky factors are computed
+    in float64 from the user's values, not from a float32 copy)."""
+    check_array(name, value, kind="numeric", finite=True)
+    return np.asarray(value)
 
 
 def _cholesky(name: str, cov: np.ndarray) -> np.ndarray:

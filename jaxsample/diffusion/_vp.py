@@ -89,14 +89,10 @@ class VPSchedule(eqx.Module):
         else:
             if alpha_bar is None:
                 raise ValueError("the 'table' schedule needs alpha_bar (values at t = j/T)")
-            table = check_array("alpha_bar", alpha_bar, ndim=1, finite=True, min_rows=1)
-            if is_concrete(table):
-                values = np.asarray(table)
-                if not np.all((values > 0) & (values < 1)):
-                    raise ValueError("alpha_bar must lie in (0, 1), got values in "
-                                     f"[{values.min()}, {values.max()}]")
-                if np.any(np.diff(values) > 0):
-                    raise ValueError("alpha_bar must be non-increasing in t")
+            table = check_array("alpha_bar", alpha_bar, ndim=1, finite=True, min_rows=1,
+                                lower=0, upper=1, lower_inclusive=False, upper_inclusive=False)
+            if is_concrete(table) and np.any(np.diff(np.asarray(table)) > 0):
+                raise ValueError("alpha_bar must be non-increasing in t")
             self.table = table
 
     def alpha_bar(self, t: jax.Array) -> jax.Array:
