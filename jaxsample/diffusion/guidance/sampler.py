@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxsample._checks import (
     check_array,
@@ -21,6 +20,7 @@ from jaxsample._checks import (
     check_progress,
     is_concrete,
 )
+from jaxsample._training import check_optimizer
 from jaxsample.diffusion._vp import VPSchedule
 from jaxsample.diffusion.guidance._engine import Control, GuidanceInfo, NDTMInfo, run
 from jaxsample.diffusion.guidance._models import as_epsilon, check_model_options
@@ -131,12 +131,9 @@ def _ndtm_control(solver: NDTM, x_T) -> Control:
         raise ValueError(f"solver.terminal_cost: the fiber query must have the shape of one "
                          f"sample, {x_T.shape[1:]}, got {solver.terminal_cost.query.shape}")
     inner_steps = check_int("solver.num_steps", solver.num_steps, 1)
-    if solver.optimizer is None:
+    if check_optimizer("solver.optimizer", solver.optimizer) is None:
         learning_rate = check_hyperparameter(
             "solver.learning_rate", 0.1 if solver.learning_rate is None else solver.learning_rate)
-    elif not isinstance(solver.optimizer, optax.GradientTransformation):
-        raise TypeError("solver.optimizer must be an optax.GradientTransformation, got "
-                        f"{type(solver.optimizer).__name__}")
     elif solver.learning_rate is not None:
         raise ValueError("solver.learning_rate sets the default Adam's rate; with an optimizer, "
                          "put the learning rate inside it (e.g. optax.adam(0.05))")
