@@ -72,7 +72,7 @@ _NOT_ESTIMATORS: dict[str, str] = {
     "diagnostics.diagnose": "a host-side report over a finished run's trace: it returns text "
                             "and NumPy statistics (DiagnosisInfo), documented not jittable; the "
                             "estimators it reads, rhat and ess, have entries; "
-                            "tests/test_etd_verdict.py holds its verdicts",
+                            "tests/particles/test_etd_verdict.py holds its verdicts",
 }
 
 

@@ -61,7 +61,7 @@ def stein_check(positions, scores, *, band=SCALING_BAND,
     Gaussian about an sd ratio outside ``(0.71, 1.22)``) and significance (``|z|`` above the
     Bonferroni bound at ``level``), so neither a small cloud's noise nor a tiny but real error
     of a large cloud raises it. Measured false-alarm rates on exact draws (``N = 100``, 1 000
-    seeds each; ``tests/test_stein_check.py`` bounds 40): Neal's funnel (d = 10) 0.8 %,
+    seeds each; ``tests/diagnostics/test_stein_check.py`` bounds 40): Neal's funnel (d = 10) 0.8 %,
     ``N(0, I_20)`` 0.4 %, the centred eight schools 4.1 %, the Brownian-bridge posterior
     (d = 30, posterior sds up to 6.5x the conditional ones) 9.0 % (1.8 % at ``N = 200``): the
     z of a skewed Stein term is heavier-tailed than normal, so at small ``N`` on a strongly

@@ -15,7 +15,7 @@ from jaxsample import choice, datasets
 
 @functools.cache
 def _world():
-    """The world of tests/test_alien.py (9 atoms, 3 topics), built on first use, as NumPy."""
+    """The world of tests/choice/test_alien.py (9 atoms, 3 topics), built on first use, as NumPy."""
     world = datasets.synthetic_community(jax.random.key(0), num_atoms=9, num_topics=3,
                                          dtype=jnp.float32)
     return np.asarray(world.coherence_logits), np.asarray(world.availability_logits)
@@ -151,9 +151,9 @@ ENTRIES = [
         ),
         note="tilted_sample(key, coherence_logits, availability_logits, *, num_samples, a, b) -> "
              "(sets, TiltedInfo), exact enumeration of the 84 sets of 3 of 9 atoms (the world "
-             "and draw count of tests/test_alien.py, so compilations are shared); the "
+             "and draw count of tests/choice/test_alien.py, so compilations are shared); the "
              "traced hyper-parameter is b (0 is coherence sampling). The SIR path's vmap over "
-             "keys runs in tests/test_alien.py",
+             "keys runs in tests/choice/test_alien.py",
     ),
     Entry(
         name="choice.alien/callables",
@@ -192,7 +192,7 @@ ENTRIES = [
         note="tilted_sample with learned models: log_coherence_fn and log_availability_fn "
              "equinox Modules (their weights traced) on (batch, 3) sets of 9 atoms, exact "
              "enumeration, 64 draws; b traced. The equality with the array path (exact, SIR, "
-             "chunked, per-candidate scores) is in tests/test_alien.py",
+             "chunked, per-candidate scores) is in tests/choice/test_alien.py",
     ),
     Entry(
         name="choice.alien/summaries",

@@ -22,7 +22,8 @@ def _fit(dtype):
     features = jnp.asarray(_FEATURES, dtype)
 
     def fn(key):
-        del key  # the Laplace fit is deterministic (tests/test_pluralism.py runs the bootstrap)
+        # the Laplace fit is deterministic (tests/choice/test_pluralism.py runs the bootstrap)
+        del key
         return choice.fit_value_priorities(_CHOICES, features, l2=0.5)
 
     return fn
@@ -123,9 +124,9 @@ ENTRIES = [
         ),
         note="fit_value_priorities(choices, option_features, *, l2) -> (θ, PriorityInfo) with "
              "Laplace intervals, deterministic: the key is unused; the bootstrap "
-             "(vmapped fits) runs in tests/test_pluralism.py. BFGS stops on a step tolerance, so "
-             "jit and eager agree to the solver's accuracy (rtol 1e-3 in float32) and iteration "
-             "counts may differ. The traced hyper-parameter is l2",
+             "(vmapped fits) runs in tests/choice/test_pluralism.py. BFGS stops on a step "
+             "tolerance, so jit and eager agree to the solver's accuracy (rtol 1e-3 in float32) "
+             "and iteration counts may differ. The traced hyper-parameter is l2",
     ),
     Entry(
         name="choice.pluralism/bootstrap",

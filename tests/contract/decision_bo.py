@@ -6,7 +6,7 @@ import numpy as np
 from contract import KEY, BadInput, Entry
 from jaxsample.decision import SphericalLinearBO
 
-_DIM = 6  # the shapes of tests/test_bo.py (shared compilations)
+_DIM = 6  # the shapes of tests/decision/test_bo.py (shared compilations)
 _X = np.random.default_rng(0).normal(size=(_DIM + 1, _DIM))
 _Y = _X @ np.linspace(-1.0, 1.0, _DIM) / np.linalg.norm(_X, axis=1)
 
@@ -56,6 +56,6 @@ ENTRIES = [
         note="fn(key) builds the model (noise traced), tells D + 1 points and asks a Thompson "
              "point; the info is the BOState (its nonfinite flag). The trust region, the exact "
              "posterior, the closed-form acquisitions and the loop are tested in "
-             "tests/test_bo.py",
+             "tests/decision/test_bo.py",
     ),
 ]

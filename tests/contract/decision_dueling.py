@@ -97,6 +97,6 @@ ENTRIES = [
         note="CondorcetIdentification(K, *, delta, budget, strategy, schedule): init(key), "
              "ask(key, state) -> (i, j), tell(state, i, j, outcome), result(state); fn(key) runs "
              "run(key, oracle) with a matrix oracle (delta traced); the ask/tell loop equals the "
-             "run bit for bit in tests/test_dueling.py",
+             "run bit for bit in tests/decision/test_dueling.py",
     ),
 ]

@@ -86,7 +86,7 @@ ENTRIES = [
         note="run_psrl(key, mdp, *, num_episodes, variant, explore_policy, disagreement, "
              "reference_policy) -> (counts, PSRLInfo) with exact per-episode regret; "
              "gap_threshold (the value-gap test's ε) is traced; UCBVI (baselines) shares "
-             "PSRLInfo and is exercised in tests/test_psrl.py",
+             "PSRLInfo and is exercised in tests/decision/test_psrl.py",
     ),
     Entry(
         name="decision.psrl/ucbvi",
@@ -139,6 +139,6 @@ ENTRIES = [
         note="run_psrl_env(key, env_step, *, num_states, num_actions, horizon, num_episodes, "
              "rewards=None (learned), initial, ...) -> (counts, PSRLEnvInfo); the simulator of "
              "the PSRL entry's RiverSwim, learned rewards; gap_threshold traced; equality with "
-             "the array path in tests/test_psrl.py",
+             "the array path in tests/decision/test_psrl.py",
     ),
 ]

@@ -178,7 +178,7 @@ ENTRIES = [
         ),
         note="hyper is TAG's ω (the classifier scale, η and the schedule's floats are traced "
              "leaves too). Non-finite predictions and costs are flagged in info.nonfinite "
-             "(tests/test_guidance.py).",
+             "(tests/diffusion/test_guidance.py).",
     ),
     Entry(
         name="diffusion.guidance.ndtm",

@@ -1,9 +1,9 @@
 """Contract entry: SHS and the other jump rules of ``jaxsample.diffusion.shs``.
 
 The configuration (CTMC, ``jumps="weyl_window"``, K = 3, L = 4, B = 8 000, NFE 3, the 3-token
-Markov chain's exact denoiser) is also the one tests/test_shs.py runs to NFE 128 for consistency
-and feeds a NaN model, so a joint run compiles it once; B is large for that test's sake (a step
-costs milliseconds, the compilation seconds).
+Markov chain's exact denoiser) is also the one tests/diffusion/test_shs.py runs to NFE 128 for
+consistency and feeds a NaN model, so a joint run compiles it once; B is large for that test's sake
+(a step costs milliseconds, the compilation seconds).
 """
 
 import jax.numpy as jnp
@@ -69,7 +69,7 @@ _NOTE = ("sample(key, denoiser, *, vocab_size, seq_len, num_samples, num_steps, 
          "clamp) -> "
          "(tokens int32, SHSInfo). Traced hyper-parameter: CTMC.min_signal, the signal level of "
          "the first model call; num_steps and window_length are traced loop values, "
-         "jump_probability and last_step traced switches (tests/test_shs.py).")
+         "jump_probability and last_step traced switches (tests/diffusion/test_shs.py).")
 
 ENTRIES = [
     Entry(
@@ -128,7 +128,7 @@ ENTRIES = [
         hyper_values=(1e-3, 0.05),
         bad_inputs=(BadInput(_call(clamp=(np.ones(4, bool),)), TypeError, "clamp"),),
         note="clamp=(mask, tokens) with the chain's clamped denoiser (an equinox module), the "
-             "default Bernoulli rule; clamped positions never move (tests/test_shs.py checks the "
-             "exact conditional law).",
+             "default Bernoulli rule; clamped positions never move (tests/diffusion/test_shs.py "
+             "checks the exact conditional law).",
     ),
 ]

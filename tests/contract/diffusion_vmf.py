@@ -121,9 +121,9 @@ ENTRIES = [
                      "clamp"),
         ),
         note="hyper is the relative corrector step size c (ε = c/(κ(t) + d − 1), the default "
-             "'variance' rule; the paper's 'vanishing' rule is tests/test_vmf.py's); kappa_max "
-             "and the embeddings are traced leaves too. Non-finite posteriors are flagged in "
-             "info.nonfinite (tests/test_vmf.py).",
+             "'variance' rule; the paper's 'vanishing' rule is tests/diffusion/test_vmf.py's); "
+             "kappa_max and the embeddings are traced leaves too. Non-finite posteriors are "
+             "flagged in info.nonfinite (tests/diffusion/test_vmf.py).",
     ),
     Entry(
         name="diffusion.vmf/logits-clamp",
@@ -139,6 +139,6 @@ ENTRIES = [
              "with clamp=(mask, tokens) and the oracle that reads the clamp as clean, "
              "the ODE sampler on a 3-token chain; hyper is kappa_max, a traced leaf of the path "
              "and of the oracle. Log-probabilities read as probabilities are refused eagerly "
-             "and flagged in info.invalid_posterior under jit (tests/test_vmf.py).",
+             "and flagged in info.invalid_posterior under jit (tests/diffusion/test_vmf.py).",
     ),
 ]

@@ -39,8 +39,8 @@ _NOTE = ("sample(key, smoothed_score_fn, *, mean | dim, lambda_min, lambda_max, 
          "hyper-parameter: lambda_min, lambda_max, tol and rule fix the number of quadrature "
          "levels (a static shape); the precision and the mean are arrays inside the oracle "
          "pytree, so a new precision of the same shape reuses the compilation "
-         "(tests/test_gaussian.py). The matrix-free oracle (lineax CG in every query) is tested "
-         "there, not here: its compilations would double this entry's cost.")
+         "(tests/gaussian/test_gaussian.py). The matrix-free oracle (lineax CG in every query) "
+         "is tested there, not here: its compilations would double this entry's cost.")
 
 ENTRIES = [
     Entry(

@@ -146,6 +146,6 @@ ENTRIES = [Entry(
     ),
     note="train_stopping for 2 Adam steps on 4 chains' pools of 2 MALA steps, a width-4 "
          "one-layer net: the training code path (its fit to the tabular optimum is "
-         "tests/test_stopping.py's). Keyed, with the legacy-key case. No traced float: "
+         "tests/mcmc/test_stopping.py's). Keyed, with the legacy-key case. No traced float: "
          "learning_rate and flow_penalty are concrete settings of the optimiser and the loss",
 )]

@@ -100,7 +100,8 @@ ENTRIES = [
         ),
         note="bon_simulate(key, n, p, correct, incorrect, *, num_trials) -> (accuracy, "
              "BoNSimulationInfo); the hyper-parameter p_correct is traced (bon_accuracy's float32/"
-             "float64 agreement and quadrature accuracy are tested in tests/test_best_of_n.py)",
+             "float64 agreement and quadrature accuracy are tested in "
+             "tests/risk/test_best_of_n.py)",
     ),
     Entry(
         name="risk.best_of_n/closed_forms",

@@ -89,8 +89,8 @@ ENTRIES = [
         note="fit_beta_binomial(successes, trials) -> (BetaBinomialFit, SABERFitInfo), and "
              "bootstrap_fits / bootstrap_asr with 2 resamples (keyed, with the legacy-key "
              "case): the code path of the vmapped fit, not the intervals' coverage "
-             "(tests/test_saber.py), in one program. Fits stop at a gradient tolerance, so jit "
-             "and eager agree to the solver's precision (rtol 1e-2 in float32) and iteration "
+             "(tests/risk/test_saber.py), in one program. Fits stop at a gradient tolerance, so "
+             "jit and eager agree to the solver's precision (rtol 1e-2 in float32) and iteration "
              "counts may differ (integers not compared). No traced float: the fit's settings "
              "are counts, a tolerance and choices",
     ),

@@ -11,7 +11,7 @@ _IDS = np.repeat(np.arange(3), [2, 5, 3])
 
 
 def tiny_index(dtype):
-    """10 items in d = 2, clusters of 2, 5 and 3 (tests/test_softmax.py reuses it, so the
+    """10 items in d = 2, clusters of 2, 5 and 3 (tests/softmax/test_softmax.py reuses it, so the
     compilations are shared)."""
     x = jnp.asarray(np.linspace(-1.0, 1.0, 20).reshape(10, 2), dtype)
     return two_level.index_from_clusters(x, jnp.asarray(_IDS, jnp.int32))[0]

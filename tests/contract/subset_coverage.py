@@ -4,7 +4,7 @@ One entry, ``stable_max_coverage`` (mirror ascent with the KL projection, the co
 the coverage of the result) with the systematic rounding: the conditional Poisson rounding adds a
 weight fit and a second sampler to each of the registry's compilations, about 5 CPU-seconds in
 all, so its jit == eager, vmap == loop and bitwise reproducibility are checked once in
-``tests/test_coverage.py`` (``test_compiled_batch_equals_eager_calls_bitwise``) and its
+``tests/subset/test_coverage.py`` (``test_compiled_batch_equals_eager_calls_bitwise``) and its
 float32 path by the module's doctests. The bad inputs cover the other entry points of the
 module (and the greedy baseline); the rounding's own are in ``subset_ksubset.py``.
 """

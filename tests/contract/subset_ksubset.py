@@ -2,8 +2,8 @@
 (``jaxsample.subset.ksubset``).
 
 ``correlated_k_subset`` with the systematic rounding (no weight fit: the ``"cp"`` rounding's fit
-and sampler are compiled by ``stable_max_coverage``'s tests and ``tests/test_coverage.py``, which
-checks its jit == eager and vmap == loop bitwise; its one float hyper-parameter, the fit's
+and sampler are compiled by ``stable_max_coverage``'s tests and ``tests/subset/test_coverage.py``,
+which checks its jit == eager and vmap == loop bitwise; its one float hyper-parameter, the fit's
 ``tolerance``, takes no part in this scheme). The law's own entry points each have a tiny entry:
 ``fit_weights`` (m = 6), ``inclusion_probabilities`` and ``conditional_poisson`` on fixed
 log-weights.

@@ -121,7 +121,7 @@ ENTRIES = [
                      "per_shard_k"),
         ),
         note=("leverage_sample with quality and normalize=True on tie-free rows (jit and eager "
-              "draw the same indices); its law is tested in tests/test_leverage.py"),
+              "draw the same indices); its law is tested in tests/subset/test_leverage.py"),
     ),
     Entry(
         name="subset.leverage/greedy",

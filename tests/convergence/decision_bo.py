@@ -11,7 +11,7 @@ defaults (prior_scale 1, noise 0.1, Thompson sampling, evidence refits every 10 
 Iteration ``t`` of ``run`` draws with ``fold_in(key, t)`` and nothing in the loop depends on
 ``num_iterations`` (no trust region by default; refits at fixed iteration numbers), so the first
 T iterations of a run are bit for bit the T-iteration run: one run at the largest budget gives
-every budget's best-so-far (one compilation; tests/test_bo.py checks the prefix identity).
+every budget's best-so-far (one compilation; tests/decision/test_bo.py checks the prefix identity).
 
 The floor is 0 (the optimum is attained only in the limit); ``atol = 0.01·‖a‖``: the best point
 within 1% of the optimum's value (an angle of 8° to ``a``).

@@ -63,7 +63,8 @@ def test_elliptic_node_count_is_the_bound_and_nodes_are_symmetric():
 
 
 def test_elliptic_needs_3x_fewer_queries_than_sinc_and_300x_fewer_than_chebyshev():
-    # the goals on node counts (float64 accuracy is the sampler's, tests/test_gaussian.py)
+    # the goals on node counts (float64 accuracy is the sampler's,
+    # tests/gaussian/test_gaussian.py)
     for kappa in (1e2, 1e4, 1e6, 1e8, 1e10):
         elliptic = R.elliptic_num_nodes(1.0, kappa, 1e-6)
         assert len(R.sinc_rule(1.0, kappa, 1e-6).taus) >= 3 * elliptic

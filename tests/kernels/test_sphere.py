@@ -69,7 +69,7 @@ def test_vmf_sample_law():
     """Wood's sampler at κ = 6 and κ = 1000, d = 4: mean A·μ and covariance
     E[u²]μμᵀ + (1 − E[u²])/(d − 1)·(I − μμᵀ) − A²μμᵀ with E[u²] = 1 − (d − 1)A/κ, every entry
     within 4.5 MC SE; KS of the cosine against SciPy's sampler at κ = 6. (Same shapes as the
-    transport test of tests/test_vmf.py: one compilation serves both.)"""
+    transport test of tests/diffusion/test_vmf.py: one compilation serves both.)"""
     dim, n = 4, 20_000
     mu = np.array([1.0, -2.0, 0.5, 1.0]) / np.sqrt(6.25)
     means = jnp.asarray(np.tile(mu, (n, 1)), jnp.float32)

@@ -538,7 +538,7 @@ def test_digits_audit_example_samples_fibers(tmp_path):
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "digits_audit.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "digits_audit.py"
     spec = importlib.util.spec_from_file_location("digits_audit", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

@@ -19,7 +19,7 @@ import jaxsample
 from jaxsample import targets
 from jaxsample.diagnostics import diagnose, stein_check
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 
 import posteriors  # noqa: E402
 
@@ -46,7 +46,8 @@ def _standard_normal(seeds, n, d=20):
 
 def _brownian_bridge(seeds, n):
     """Exact draws by NumPy from the posterior's mean and covariance (the cached posterior's
-    own jitted sampler is left to tests/test_posteriors.py, which also runs it under x64)."""
+    own jitted sampler is left to tests/particles/test_posteriors.py, which also runs it under
+    x64)."""
     exact = posteriors.get("brownian_bridge_missing").exact
     mean = np.asarray(exact.mean, np.float64)
     chol = np.linalg.cholesky(np.asarray(exact.cov, np.float64))
