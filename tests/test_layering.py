@@ -2,6 +2,9 @@
 
 * kernels import nothing of jaxsample outside ``jaxsample.kernels``;
 * ``diagnostics`` imports no family (nor ``demo``): it sits below every family;
+* no family imports another family, nor the ``jaxsample`` package itself, whose lazy names hand
+  out the families (``from jaxsample import etd`` is ``particles``); two families share code
+  through a kernel or a top-level private module, never through each other;
 * no module imports another module's private name (``from m import _name``, ``_name`` not a
   submodule), and a private module (``pkg._m``) is imported only from inside ``pkg``;
 * bench/ and examples/ never import ``jaxsample.demo``: they take datasets and baselines from the
@@ -36,6 +39,12 @@ def _is_module(name: str) -> bool:
     else:
         base = ROOT.joinpath(*parts)
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _family(module: str) -> str | None:
+    """The family a module belongs to (``jaxsample.particles.etd``: ``particles``), else None."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "jaxsample" and len(parts) > 1 and parts[1] in FAMILIES else None
 
 
 def _imports(source: str):
@@ -76,6 +85,9 @@ def violations(importer: str, source: str, *, script: bool = False) -> list[str]
             if importer.startswith("jaxsample.diagnostics") and target.split(".")[1] in (
                     *FAMILIES, "demo"):
                 found.append(f"{shown} (diagnostics import no family)")
+            family = _family(importer)
+            if family and (target == "jaxsample" or _family(target) not in (None, family)):
+                found.append(f"{shown} (a family imports no other family)")
             parts = target.split(".")
             for i, part in enumerate(parts):
                 package = ".".join(parts[:i])
@@ -117,6 +129,14 @@ def test_bench_and_examples_do_not_import_the_demo():
      "diagnostics import no family"),
     ("jaxsample.diagnostics.mixing", "import jaxsample.mcmc.stopping", False,
      "diagnostics import no family"),
+    ("jaxsample.mcmc.stopping", "from jaxsample.particles.etd import etd", False,
+     "a family imports no other family"),
+    ("jaxsample.mcmc.stopping", "import jaxsample.particles", False,
+     "a family imports no other family"),
+    ("jaxsample.risk", "from jaxsample import decision", False,
+     "a family imports no other family"),
+    ("jaxsample.mcmc.stopping", "from jaxsample import etd", False,
+     "a family imports no other family"),
     ("jaxsample.particles.baselines", "from jaxsample.particles.mmsold import _algorithm", False,
      "another module's private name"),
     ("jaxsample.demo.guidance", "from jaxsample.diffusion._priors import ring_of_gaussians",
@@ -141,5 +161,14 @@ def test_allowed_imports_pass():
     assert not violations("jaxsample.particles.mmsold",
                           "from jaxsample.particles._validation import check_data")
     assert not violations("jaxsample.diagnostics.mixing", "from jaxsample.core import run_until")
+    # a family imports its own modules, diagnostics and the kernels below it; demo/ and the CLI
+    # above the families import any of them
+    assert not violations("jaxsample.particles.etd",
+                          "from jaxsample.particles.options import Mutation")
+    assert not violations("jaxsample.particles.etd",
+                          "from jaxsample.diagnostics.criteria import collapse")
+    assert not violations("jaxsample.mcmc.mala", "from jaxsample.kernels import langevin")
+    assert not violations("jaxsample.demo.stopping", "from jaxsample.mcmc import mala")
+    assert not violations("jaxsample.cli", "import jaxsample")
     assert not violations("bench/bench_x.py", "from jaxsample.subset.baselines import GreedyInfo",
                           script=True)
