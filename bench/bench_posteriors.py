@@ -41,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import posteriors  # noqa: E402
+import smc_peer  # noqa: E402
 from harness import BenchTable, Row, device_facts  # noqa: E402
 from posteriors import Posterior, load_reference  # noqa: E402
 
@@ -307,7 +308,8 @@ def run_suite(samplers: dict[str, Callable], posterior_list: Sequence[Posterior]
         "against the reference's 1000 draws (nonzero for exact draws too).",
         "Evaluations: NUTS counts one gradient (with its density) per leapfrog step, warm-up "
         "included; SVGD N gradients per step; ETD per step N·M densities + N gradients "
-        "(+ N of each per mutation step), from its settings.",
+        "(+ N of each per mutation step), from its settings; SMC counted at the density by "
+        "instrumented calls (densities include those with a gradient).",
         f"Time: one call after a compiling call; 1-minute load average {load_start[0]:.2f} at "
         f"the start on {os.cpu_count()} CPU cores.",
     ]
@@ -386,12 +388,27 @@ def etd_sampler(sizes: Sizes, *, num_particles: int | None = None, dims=None, **
     return sample
 
 
+def smc_sampler(sizes: Sizes, **settings):
+    """``smc_peer.adaptive_tempered_smc`` from ``sizes.num_particles`` init draws (the prior
+    of its tempered path is the init law, N(0, I)), with its evaluations as counted."""
+
+    def sample(key, post):
+        k_init, k_run = jax.random.split(key)
+        particles, info = smc_peer.adaptive_tempered_smc(
+            k_run, post.logdensity_fn, post.init_fn(k_init, sizes.num_particles), **settings)
+        return particles, {"density_evals": info["density_evals"],
+                           "gradient_evals": info["gradient_evals"]}
+
+    return sample
+
+
 # the hard-posterior switch with twice as many particles as the largest d it runs on
 HARD_PARTICLES = 256
 
 
 def make_samplers(sizes: Sizes, *, extended: bool = True) -> dict[str, Callable]:
-    """NUTS (the peer), BlackJAX SVGD and ETD with its defaults at ``sizes``' budgets;
+    """NUTS (the peer), BlackJAX SVGD, ETD with its defaults at ``sizes``' budgets and BlackJAX
+    adaptive tempered SMC with a MALA mutation (``smc_peer``) on as many particles;
     ``extended`` adds ETD with ``jaxsample.particles.ETD_HARD`` and ``HARD_PARTICLES``
     particles on the posteriors with ``90 <= d <= 128`` (the d ≈ 100 targets; its Fisher
     preconditioner needs ``N > d``), and the paper's plain ETD step."""
@@ -399,6 +416,7 @@ def make_samplers(sizes: Sizes, *, extended: bool = True) -> dict[str, Callable]
         f"NUTS ({sizes.nuts_chains}x{sizes.nuts_warmup}+{sizes.nuts_draws})": _nuts_sampler(sizes),
         "SVGD (BlackJAX, Adam 0.05)": _svgd_sampler(sizes),
         "ETD defaults": etd_sampler(sizes),
+        "SMC (BlackJAX adaptive tempered, MALA, 10 moves/stage)": smc_sampler(sizes),
     }
     if not extended:
         return samplers
