@@ -187,23 +187,8 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
         >>> particles.shape, bool(info.nonfinite)
         ((16, 2), False)
     """
-    try:
-        import blackjax
-        import optax
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "jaxsample.particles.svgd needs BlackJAX and optax: pip install 'jaxsample[test]' "
-            "(or pip install blackjax)") from err
-    check_callable("logdensity_fn", logdensity_fn)
-    position = check_position("position", position, batch_ndim=1)
-    position, structure = _pytree.ravel(position, batch_ndim=1)
-    if structure is None:
-        position = check_array("position", position, ndim=2, min_rows=2,
-                               layout="(num_particles, dim)")
-    elif position.shape[0] < 2:
-        raise ValueError(f"position needs at least 2 particles, got {position.shape[0]}")
-    check_finite_start("logdensity_fn", logdensity_fn, _pytree.unravel(position, structure))
-    logdensity_fn = _pytree.on_flat(logdensity_fn, structure)
+    blackjax, optax = _import_blackjax()
+    position, structure, logdensity_fn = _checked_start(logdensity_fn, position)
     num_steps = check_int("num_steps", num_steps, 1)
     keep_every = check_int("keep_every", keep_every, 1, allow_none=True)
     if keep_every is not None and num_steps % keep_every:
@@ -218,7 +203,43 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
         update_kernel_parameters=blackjax.vi.svgd.update_median_heuristic,
     )
     state = sampler.init(position, {"length_scale": jnp.ones((), position.dtype)})
+    particles = _svgd_particles(sampler, state, num_steps, keep_every)
+    info = SVGDInfo(~jnp.all(jnp.isfinite(particles)))
+    return _pytree.unravel(particles, structure), info
 
+
+def _import_blackjax():
+    """``(blackjax, optax)``, imported on first use: BlackJAX is an optional dependency."""
+    try:
+        import blackjax
+        import optax
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "jaxsample.particles.svgd needs BlackJAX and optax: pip install 'jaxsample[test]' "
+            "(or pip install blackjax)") from err
+    return blackjax, optax
+
+
+def _checked_start(logdensity_fn, position):
+    """``(particles (N, d), structure, logdensity_fn on flat points)`` from a checked start.
+
+    ``position`` is raveled once (pytree positions: each particle one flat row), needs at least
+    two particles, and ``logdensity_fn`` must be finite at one of them (checked when eager).
+    """
+    check_callable("logdensity_fn", logdensity_fn)
+    position = check_position("position", position, batch_ndim=1)
+    position, structure = _pytree.ravel(position, batch_ndim=1)
+    if structure is None:
+        position = check_array("position", position, ndim=2, min_rows=2,
+                               layout="(num_particles, dim)")
+    elif position.shape[0] < 2:
+        raise ValueError(f"position needs at least 2 particles, got {position.shape[0]}")
+    check_finite_start("logdensity_fn", logdensity_fn, _pytree.unravel(position, structure))
+    return position, structure, _pytree.on_flat(logdensity_fn, structure)
+
+
+def _svgd_particles(sampler, state, num_steps, keep_every):
+    """The particles after ``num_steps`` SVGD steps, or every ``keep_every`` steps, stacked."""
     def advance(state, length):
         # optax's Adam raises a float decay to an int32 count, which strict dtype promotion
         # (a user's or a test suite's setting) refuses; its internals run under standard promotion
@@ -226,12 +247,10 @@ def svgd(logdensity_fn: Callable, position, *, num_steps: int,
             return jax.lax.fori_loop(0, length, lambda _, s: sampler.step(s), state)
 
     if keep_every is None:
-        particles = advance(state, num_steps).particles
-    else:
-        def snapshot(state, _):
-            state = advance(state, keep_every)
-            return state, state.particles
+        return advance(state, num_steps).particles
 
-        _, particles = jax.lax.scan(snapshot, state, None, length=num_steps // keep_every)
-    info = SVGDInfo(~jnp.all(jnp.isfinite(particles)))
-    return _pytree.unravel(particles, structure), info
+    def snapshot(state, _):
+        state = advance(state, keep_every)
+        return state, state.particles
+
+    return jax.lax.scan(snapshot, state, None, length=num_steps // keep_every)[1]

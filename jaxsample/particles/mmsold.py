@@ -330,65 +330,103 @@ def build_kernel(
     def kernel(key: jax.Array, state: MMSOLDState, data: jax.Array, targets: MomentTargets, *,
                bandwidth, smoothing, step_size) -> tuple[MMSOLDState, MMSOLDInfo]:
         with jax.named_scope("mmsold_step"):
-            mean, cov, chol = targets
+            mean, _, chol = targets
             coords = state.coords
-            num_particles, dim = coords.shape
             dtype = coords.dtype
-            bandwidth = jnp.asarray(bandwidth, dtype)
-            smoothing = jnp.asarray(smoothing, dtype)
             h = jnp.asarray(step_size, dtype)
-            centred_data = data - mean[None, :]  # logits lose less precision near the origin
             key_score, key_noise = jax.random.split(key)
-
-            if smoothed:
-                noise = antithetic_normal(key_score, num_particles, num_smoothing_samples, dim,
-                                          dtype)
-            else:
-                noise = jnp.zeros((num_particles, 1, dim), dtype)
-            centred_positions = coords @ chol.T
-            if estimator == "exact":
-                score = smoothed_kde_score(centred_positions, centred_data, bandwidth, smoothing,
-                                           noise, chunk_size=chunk_size)
-            else:
-                score = knn_smoothed_kde_score(
-                    jax.random.fold_in(key_score, 1), centred_positions, centred_data, bandwidth,
-                    smoothing, noise, num_neighbours=num_neighbours, num_remainder=num_remainder,
-                    chunk_size=chunk_size)
-
-            def project(vector):
-                return tangent_project(coords, vector) if constrained else vector
-
-            grad_coords = -pulled_back_gradient(score, chol)
+            score = _smoothed_score(
+                key_score, coords @ chol.T, data - mean[None, :], jnp.asarray(bandwidth, dtype),
+                jnp.asarray(smoothing, dtype), estimator=estimator, smoothed=smoothed,
+                num_smoothing_samples=num_smoothing_samples, num_neighbours=num_neighbours,
+                num_remainder=num_remainder, chunk_size=chunk_size)
             step_noise = jax.random.normal(key_noise, coords.shape, dtype)
-            moved = coords - h * project(grad_coords)
-            if integrator == "leimkuhler_matthews":
-                # P(xi_prev) + P(xi) = P(xi_prev + xi): the projection is linear
-                moved = moved + jnp.sqrt(h / 2) * project(state.prev_noise + step_noise)
-            else:
-                moved = moved + jnp.sqrt(2 * h) * project(step_noise)
-            if constrained:
-                with jax.named_scope("retract"):
-                    moved = retract(moved)
-            positions = mean[None, :] + moved @ chol.T
-            nonfinite = ~jnp.all(jnp.isfinite(positions))
+            moved = _langevin_move(coords, -pulled_back_gradient(score, chol), state.prev_noise,
+                                   step_noise, h, integrator=integrator, constrained=constrained)
+            proposal = MMSOLDState(mean[None, :] + moved @ chol.T, moved, step_noise, state.step)
             old, structure = _pytree.ravel(state.positions, batch_ndim=1)
-            new_state = jax.tree.map(lambda new, old: jnp.where(nonfinite, old, new),
-                                     MMSOLDState(positions, moved, step_noise, state.step),
-                                     state._replace(positions=old))
-            residual = new_state.positions - mean[None, :]
+            new_state, nonfinite = _keep_if_nonfinite(proposal, state._replace(positions=old))
+            info = _moment_info(new_state.positions, targets, nonfinite)
             # a kept (non-finite) step still counts: the next step draws the next key
             new_state = new_state._replace(
                 positions=_pytree.unravel(new_state.positions, structure), step=state.step + 1)
-            sample_mean = jnp.mean(residual, axis=0)
-            sample_cov = (residual.T @ residual / num_particles
-                          - jnp.outer(sample_mean, sample_mean))
-            info = MMSOLDInfo(
-                mean_residual=jnp.max(jnp.abs(sample_mean)),
-                cov_residual=jnp.max(jnp.abs(sample_cov - cov)) / jnp.max(jnp.abs(cov)),
-                nonfinite=nonfinite)
             return new_state, info
 
     return kernel
+
+
+def _smoothed_score(key, centred_positions, centred_data, bandwidth, smoothing, *, estimator,
+                    smoothed, num_smoothing_samples, num_neighbours, num_remainder, chunk_size):
+    r"""The LDS-smoothed KDE score at every particle, :math:`-\nabla V(z_b)`.
+
+    :math:`-\nabla V(z) = -\mathbb E_\varepsilon[\nabla U(z + s\varepsilon)]`, estimated with
+    ``M`` antithetic draws per particle (one draw of zeros when not ``smoothed``: at ``s = 0``
+    every draw gives the same score). ``"exact"`` takes the softmax over all ``n`` points,
+    ``"knn"`` over the ``num_neighbours`` nearest plus ``num_remainder`` reweighted others.
+    Positions and data come centred on :math:`\mu^*` (the logits lose less precision near the
+    origin).
+
+    Returns:
+        ``(B, d)`` the score with respect to the particles ``Z``.
+    """
+    num_particles, dim = centred_positions.shape
+    dtype = centred_positions.dtype
+    if smoothed:
+        noise = antithetic_normal(key, num_particles, num_smoothing_samples, dim, dtype)
+    else:
+        noise = jnp.zeros((num_particles, 1, dim), dtype)
+    if estimator == "exact":
+        return smoothed_kde_score(centred_positions, centred_data, bandwidth, smoothing, noise,
+                                  chunk_size=chunk_size)
+    return knn_smoothed_kde_score(
+        jax.random.fold_in(key, 1), centred_positions, centred_data, bandwidth, smoothing, noise,
+        num_neighbours=num_neighbours, num_remainder=num_remainder, chunk_size=chunk_size)
+
+
+def _langevin_move(coords, grad_coords, prev_noise, step_noise, step_size, *, integrator,
+                   constrained):
+    r"""One Langevin step in whitened coordinates, projected and retracted when ``constrained``.
+
+    .. math::
+        \tilde Y = Y - h P_Y(G_Y) + \sqrt{h/2}\,P_Y(\xi_{k-1} + \xi_k)
+        \ \text{(Leimkuhler–Matthews)}, \qquad
+        \tilde Y = Y - h P_Y(G_Y) + \sqrt{2h}\,P_Y(\xi_k) \ \text{(Euler)},
+
+    then :math:`Y \leftarrow \mathrm{retract}(\tilde Y)`; unconstrained, :math:`P_Y` is the
+    identity and there is no retraction.
+    """
+    def project(vector):
+        return tangent_project(coords, vector) if constrained else vector
+
+    moved = coords - step_size * project(grad_coords)
+    if integrator == "leimkuhler_matthews":
+        # P(xi_prev) + P(xi) = P(xi_prev + xi): the projection is linear
+        moved = moved + jnp.sqrt(step_size / 2) * project(prev_noise + step_noise)
+    else:
+        moved = moved + jnp.sqrt(2 * step_size) * project(step_noise)
+    if constrained:
+        with jax.named_scope("retract"):
+            moved = retract(moved)
+    return moved
+
+
+def _keep_if_nonfinite(proposal: MMSOLDState, state: MMSOLDState
+                       ) -> tuple[MMSOLDState, jax.Array]:
+    """``(proposal, False)``, or ``(state, True)`` where a proposed position is NaN/inf."""
+    nonfinite = ~jnp.all(jnp.isfinite(proposal.positions))
+    kept = jax.tree.map(lambda new, old: jnp.where(nonfinite, old, new), proposal, state)
+    return kept, nonfinite
+
+
+def _moment_info(positions, targets: MomentTargets, nonfinite) -> MMSOLDInfo:
+    """How far the cloud's mean and 1/B-normalised covariance are from ``(mu*, Sigma*)``."""
+    residual = positions - targets.mean[None, :]
+    sample_mean = jnp.mean(residual, axis=0)
+    sample_cov = residual.T @ residual / positions.shape[0] - jnp.outer(sample_mean, sample_mean)
+    return MMSOLDInfo(
+        mean_residual=jnp.max(jnp.abs(sample_mean)),
+        cov_residual=jnp.max(jnp.abs(sample_cov - targets.cov)) / jnp.max(jnp.abs(targets.cov)),
+        nonfinite=nonfinite)
 
 
 def build_algorithm(data, bandwidth, smoothing, num_smoothing_samples, step_size, integrator,
