@@ -40,6 +40,7 @@ References:
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -53,6 +54,7 @@ __all__ = [
     "UPDATES",
     "Coupling",
     "ParticleGeometry",
+    "ProposalWeights",
     "RowUpdate",
     "cost_scale",
     "proposal_log_weights",
@@ -87,6 +89,24 @@ def cost_scale(x: jax.Array, y: jax.Array, *, max_entries: int = 2048) -> jax.Ar
     """
     med = 0.5 * pairwise.median_scale(x, y, max_entries=max_entries)
     return jnp.maximum(med, jnp.asarray(1e-8, x.dtype))
+
+
+class ProposalWeights(NamedTuple):
+    """:func:`proposal_log_weights`'s result.
+
+    Attributes:
+        log_weights: the normalised log-weights ``log b`` ``(P,)``.
+        num_invalid: proposals whose target log-density is NaN or ±inf (int32).
+        log_mean_weight: ``log((1/P) Σ_j π(y_j)/q(y_j))`` with ``q`` the *normalised* mixture
+            density (before the floor; over the valid proposals, ``−inf`` when none is): the
+            importance estimate of ``log ∫π`` for an unnormalised ``π``. It is unbiased on the
+            natural scale for the mass ``q`` covers, and falls by ``log(1/(1 − f))`` in a
+            typical draw when a region of mass ``f`` of ``π`` lies where ``q`` is negligible.
+    """
+
+    log_weights: jax.Array
+    num_invalid: jax.Array
+    log_mean_weight: jax.Array
 
 
 def proposal_log_weights(
@@ -126,13 +146,13 @@ def proposal_log_weights(
             a time and never materialised.
 
     Returns:
-        ``(log_b, num_invalid)``: normalised log-weights ``(P,)`` of the input dtype, and the number
-        of invalid proposals (int32).
+        A :class:`ProposalWeights`: the normalised log-weights ``(P,)`` of the input dtype, the
+        number of invalid proposals (int32) and the log mean weight (the evidence estimate).
 
     Example:
         >>> import jax.numpy as jnp
-        >>> log_b, bad = proposal_log_weights(jnp.array([0.0, jnp.nan]), jnp.zeros((2, 1)),
-        ...                                   jnp.zeros((1, 1)), 1.0)
+        >>> log_b, bad, _ = proposal_log_weights(jnp.array([0.0, jnp.nan]), jnp.zeros((2, 1)),
+        ...                                      jnp.zeros((1, 1)), 1.0)
         >>> log_b.tolist(), int(bad)
         ([0.0, -inf], 1)
     """
@@ -152,11 +172,18 @@ def proposal_log_weights(
         log_q = chunking.map_rows(log_mixture, proposals, chunk_size=chunk_size)
         valid = jnp.isfinite(log_target)
         log_b = jnp.where(valid, log_target - log_q, -jnp.inf)
+        # q's normalisation: 1/N per component, (2πσ²)^{-d/2} per Gaussian
+        num_centres, dim = centres.shape
+        log_norm = (-math.log(num_centres)
+                    - 0.5 * dim * jnp.log(2 * math.pi / (2 * inv_two_var)))
+        log_mean = (jax.nn.logsumexp(log_b) - log_norm
+                    - math.log(proposals.shape[0]))
         any_valid = jnp.any(valid)
         top = jnp.max(log_b)
         log_b = jnp.where(valid, jnp.maximum(log_b, top - jnp.asarray(floor, dtype)), -jnp.inf)
         log_b = jnp.where(any_valid, log_b, jnp.zeros_like(log_b))
-        return logspace.log_normalize(log_b), jnp.sum(~valid).astype(jnp.int32)
+        return ProposalWeights(logspace.log_normalize(log_b), jnp.sum(~valid).astype(jnp.int32),
+                               log_mean)
 
 
 @jax.tree_util.register_pytree_node_class

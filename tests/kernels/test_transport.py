@@ -211,8 +211,8 @@ def test_permutation_equivariance(x64):
                                atol=1e-9)
     # IS weights do not depend on the order of the mixture components
     logp = -0.5 * np.sum(y**2, axis=1)
-    w1, _ = weights(logp, y, x, 0.7)
-    w2, _ = weights(logp, y, x[rows_perm], 0.7)
+    w1 = weights(logp, y, x, 0.7).log_weights
+    w2 = weights(logp, y, x[rows_perm], 0.7).log_weights
     np.testing.assert_allclose(w1, w2, atol=1e-12)
 
 
@@ -220,7 +220,7 @@ def test_proposal_weights_match_mixture_density(dtype):
     x, y, _ = _problem(dtype)
     sigma = 0.8
     logp = -0.25 * jnp.sum(y**2, axis=1)
-    log_b, bad = weights(logp, y, x, sigma)
+    log_b, bad, _ = weights(logp, y, x, sigma)
     assert log_b.dtype == dtype and int(bad) == 0
     yn, xn = np.asarray(y, np.float64), np.asarray(x, np.float64)
     sq = ((yn[:, None] - xn[None]) ** 2).sum(-1)
@@ -232,16 +232,41 @@ def test_proposal_weights_match_mixture_density(dtype):
     np.testing.assert_allclose(log_b, ref, atol=tol)
 
 
+def test_proposal_log_mean_weight_estimates_the_normaliser(x64):
+    """``log_mean_weight`` estimates ``log ∫π`` for an unnormalised ``π``: for ``π(y) = c·N(y;
+    0, I₃)`` the mean weight is unbiased for ``c`` (its standard error from the weights
+    themselves; z-test at the two-sided level 1e-3), and when the mixture covers only one of
+    two equal modes it estimates ``c/2``."""
+    d, n, m = 3, 40, 50
+    k = jax.random.split(jax.random.key(3), 2)
+    centres = jax.random.normal(k[0], (n, d))
+    y = jnp.repeat(centres, m, axis=0) + jax.random.normal(k[1], (n * m, d))
+    log_c = 2.5
+    logp = log_c - 0.5 * jnp.sum(y**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
+    out = weights(logp, y, centres, 1.0)
+    # the weights' own standard error of the mean, on the natural scale
+    w = np.exp(np.asarray(out.log_weights, np.float64) + float(out.log_mean_weight)
+               + np.log(n * m))
+    se = w.std(ddof=1) / np.sqrt(w.size) / w.mean()
+    assert abs(float(out.log_mean_weight) - log_c) < 3.3 * se, (float(out.log_mean_weight), se)
+    # a second mode of equal mass 12 away: the pool around the first sees half of the mass
+    logp2 = log_c + jnp.logaddexp(
+        jnp.log(0.5) - 0.5 * jnp.sum(y**2, axis=1),
+        jnp.log(0.5) - 0.5 * jnp.sum((y - 12.0) ** 2, axis=1)) - 0.5 * d * np.log(2 * np.pi)
+    half = float(weights(logp2, y, centres, 1.0).log_mean_weight)
+    assert abs(half - (log_c + np.log(0.5))) < 3.3 * se
+
+
 def test_proposal_weights_floor_and_invalid():
     y, x = np.zeros((5, 1), np.float32), np.zeros((1, 1), np.float32)
     logp = np.array([0.0, -100.0, np.nan, -np.inf, np.inf], np.float32)
-    log_b, bad = (np.asarray(a) for a in weights(logp, y, x, 1.0))
+    log_b, bad, _ = (np.asarray(a) for a in weights(logp, y, x, 1.0))
     assert int(bad) == 3
     assert np.all(np.isneginf(log_b[2:]))
     np.testing.assert_allclose(log_b[0] - log_b[1], 30.0, rtol=1e-6)
     np.testing.assert_allclose(scipy.special.logsumexp(log_b), 0.0, atol=1e-6)
     # no valid proposal: uniform weights (the sampler then keeps its particles)
-    log_b, bad = weights(np.full((5,), np.nan, np.float32), y, x, 1.0)
+    log_b, bad, _ = weights(np.full((5,), np.nan, np.float32), y, x, 1.0)
     assert int(bad) == 5
     np.testing.assert_allclose(log_b, -np.log(5.0), rtol=1e-6)
 
