@@ -16,7 +16,9 @@ over the last quarter and mean score bias above 0.05 (the mean bias² in posteri
 estimates), both read from :class:`~jaxsample.diagnostics.CollapseCriteria`'s defaults, the band
 ETD's verdict uses (about sd ratios 0.77–1.26 on a Gaussian); the scale-mixture (funnel) Stein test
 (``scaling_flag``, :func:`jaxsample.diagnostics.stein_check`) fired on more than half of the
-last half (it fires on 0.4–9 % of exact clouds of 100 points, measured); weight ESS below 2 on
+last half (it fires on 0.4–9 % of exact clouds of 100 points, measured); the mass-loss test
+(``mass_lost``, :meth:`~jaxsample.diagnostics.CollapseCriteria.mass_loss`) on more than half of
+the last quarter; weight ESS below 2 on
 more than half of the last half; weights tempered below ``β = 0.1`` on average; mutation
 acceptance outside ``[0.15, 0.95]``; an inner solver short of its tolerance on more than a
 quarter of the steps; R̂ above 1.01 or bulk ESS below 100 (Vehtari et al. 2021).
@@ -69,6 +71,8 @@ class DiagnosisInfo(NamedTuple):
         score_bias: mean score bias over the last quarter.
         scaling_flag_fraction: fraction of the last half's steps on which the scale-mixture
             Stein test fired (``scaling_flag``).
+        mass_lost_fraction: fraction of the last quarter's steps on which the cloud covered
+            less of the target's mass than it had (``mass_lost``).
         weight_ess: median importance-weight ESS over the last half.
         weight_temperature: mean weight-guard temperature β over the last half.
         acceptance_rate: mean Metropolis acceptance over the last half.
@@ -84,6 +88,7 @@ class DiagnosisInfo(NamedTuple):
     stein_ratio: np.ndarray
     score_bias: np.ndarray
     scaling_flag_fraction: np.ndarray
+    mass_lost_fraction: np.ndarray
     weight_ess: np.ndarray
     weight_temperature: np.ndarray
     acceptance_rate: np.ndarray
@@ -137,6 +142,18 @@ RULES: tuple[Rule, ...] = (
             "Remedies: reparametrise non-centred (for a NumPyro model, "
             "numpyro.handlers.reparam with LocScaleReparam(0) on the group effects, then "
             "jaxsample.interop.from_numpyro) or use NUTS with a small step")),
+    )),
+    Rule("mass_lost", 0.25, np.any, "mass_lost_fraction", np.mean, (
+        (lambda late, v: v > 0.5, lambda v: (
+            f"the cloud lost part of the target's mass it covered earlier (mass_lost on "
+            f"{100 * v:.0f}% of the last quarter's steps: the evidence estimate log_evidence "
+            f"fell by more than log(1/(1 - {_CRITERIA.max_mass_loss:g})) and stayed down): a "
+            "mode was emptied, and the surviving cloud can look healthy. Compare "
+            "info.log_evidence early and late for the lost fraction 1 - exp(late - early). "
+            "Remedies: more particles, a start that covers the modes, the default proposal "
+            "step (ProposalAdaptation(), which follows the MALA step only while the weights "
+            "are tempered), preconditioner='fisher' with a score, or a tempered sampler for "
+            "modes the cloud never reached")),
     )),
     Rule("weight_ess", 0.5, np.mean, "weight_ess", np.median, (
         (lambda late, v: np.mean(late < 2.0) > 0.5, lambda v: (
@@ -210,7 +227,8 @@ def diagnose(trace: Any, *, samples=None) -> tuple[Diagnosis, DiagnosisInfo]:
             per-step Info, every leaf with a leading step axis; further axes — chains under
             ``vmap`` — are reduced), or any NamedTuple / dict with some of the fields
             ``nonfinite``, ``collapsed``, ``degenerate``, ``weight_ess``, ``num_distinct``,
-            ``stein_ratio``, ``score_bias``, ``scaling_flag``, ``weight_temperature``,
+            ``stein_ratio``, ``score_bias``, ``scaling_flag``, ``mass_lost``,
+            ``weight_temperature``,
             ``acceptance_rate``, ``solver``.
         samples: optional draws ``(num_chains, num_draws)`` or ``(num_chains, num_draws, d)``
             from several chains: adds R̂ and bulk ESS.

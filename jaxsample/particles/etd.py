@@ -45,9 +45,12 @@ there); on Neal's funnel and the centred eight schools the cloud stays in the ne
 scale-mixture Stein test below raises ``collapsed``. So by default:
 
 - ``Mutation(steps=2)``: π-invariant MALA moves after every update, their step adapted towards
-  0.574 acceptance (``Mutation.adaptation_rate``), and the proposal step follows it
-  (``ProposalAdaptation.follows_mutation``): the adapted MALA step measures the target's local
-  scale, so one default ``α`` serves posteriors whose scales differ by orders of magnitude.
+  0.574 acceptance (``Mutation.adaptation_rate``). The proposal step follows it only while the
+  weight guard tempers (``ProposalAdaptation(follows_mutation="tempered")``, by ``1 − β``):
+  tempered weights target ``q^{1−β}π^β``, wider than ``π`` by the proposals' width, and with
+  a fixed step the cloud widened without bound at ``d ≳ 30`` (Brownian bridge sd ratio 250);
+  with exact weights following only hurt (two modes in d = 10: the minority mode emptied,
+  mode-weight TV 0.30 against a floor of 0.026; the DAMV at d = 50 fell to 0.75).
 - ``min_weight_ess=0.1``: weights whose ESS falls below ``0.1·N`` are tempered to it
   (``b ∝ b^β``); tempered weights target ``q^{1−β}π^β``, and the mutation steps pull the cloud
   back to ``π``. Off without mutation steps, where nothing would correct the bias.
@@ -91,7 +94,8 @@ flag ``info.degenerate``; the thresholds are :class:`jaxsample.diagnostics.Colla
 cloud's effective rank below ``fraction·min(N − 1, d)``, one proposal holding the
 weight (ESS < 1.5), and, with a score, three Stein tests that need no reference:
 ``E_π[(x − c)·∇log π(x)] = −d`` gives ``info.stein_ratio`` (the cloud's spread against ``π``'s,
-about the squared sd ratio on a Gaussian; degenerate outside ``stein_band = (0.6, 1.6)``, or
+about the squared sd ratio on a Gaussian; degenerate outside ``stein_band = (0.6, 1.6)`` and
+significant at level 0.01, or
 one coordinate's ratio outside ``coordinate_stein_band = (0.3, 3)`` and significant at the
 Bonferroni level 0.01 over the coordinates) and
 ``E_π[∇log π] = 0`` gives ``info.score_bias`` (about the mean bias² in posterior sds;
@@ -218,6 +222,14 @@ class ETDState(NamedTuple):
         collapsed: ``degenerate_rate > 1/2``: most recent steps looked degenerate, the cloud
             is not a sample of ``π``; :func:`jaxsample.run` warns when a run ends in this
             state.
+        evidence: the mass-loss test's running statistic ``(A, B, C, best)``
+            (:meth:`~jaxsample.diagnostics.CollapseCriteria.mass_loss`): the discounted sums
+            of the precision-weighted ``info.log_evidence``, and the best lower bound so far.
+        mass_lost: the evidence fell below its best by more than ``verdict.max_mass_loss``
+            of the mass, beyond noise: the cloud lost a mode it covered;
+            :func:`jaxsample.run` warns when a run ends in this state.
+        weight_temperature: the weight guard's last ``β`` (1 at the start): how far the next
+            proposal step follows the mutation step (``ProposalAdaptation``).
     """
 
     # what an eager jaxsample.run warns about when a run ends with the flag set
@@ -225,7 +237,10 @@ class ETDState(NamedTuple):
         "the final particles are not a sample of the target (too few distinct particles, a "
         "degenerate spread or degenerate importance weights for several steps in a row). Run "
         "jaxsample.diagnostics.diagnose(trace) on the run's trace for the cause and the "
-        "remedy.")),)
+        "remedy.")), ("mass_lost", (
+        "the particles no longer cover part of the target's mass they covered earlier (the "
+        "evidence estimate info.log_evidence fell and stayed down): a mode was emptied. Run "
+        "jaxsample.diagnostics.diagnose(trace) for the size of the loss and the remedies.")))
 
     positions: jax.Array
     f: jax.Array
@@ -236,6 +251,9 @@ class ETDState(NamedTuple):
     log_mutation_scale: jax.Array
     degenerate_rate: jax.Array
     collapsed: jax.Array
+    evidence: jax.Array
+    mass_lost: jax.Array
+    weight_temperature: jax.Array
 
 
 class ETDInfo(NamedTuple):
@@ -278,18 +296,26 @@ class ETDInfo(NamedTuple):
             stuck in a funnel's neck, which the linear ratios above do not.
         num_invalid: proposals whose log-density was NaN or ±inf (given zero weight).
         cost_scale: the median of ``½‖x_i − y_j‖²`` (whitened) the cost was divided by.
+        log_evidence: the importance estimate of ``log Z = log ∫π`` from this step's pool,
+            ``log((1/NM) Σ_j π(y_j)/q(y_j)) + log|det L|`` (:class:`~jaxsample.kernels.
+            transport.ProposalWeights`; ``L`` the whitening): it counts the mass of ``π`` the
+            pool covers, so it falls by ``log(1/(1 − f))`` when the cloud loses a mode of mass
+            ``f`` (``mass_lost``). A by-product: the evidence of a Bayesian model, with the
+            weight ESS as its reliability.
         proposal_step: the proposal step ``α_t`` used this step (after adaptation).
         mutation_step_size: the mutation step ``h_t`` used this step (after adaptation).
         acceptance_rate: mean Metropolis acceptance of the mutation steps (1 when there are none).
         degenerate: this step looked degenerate: distinct proposals taken or the cloud's
             effective rank below ``verdict.fraction`` of ``N`` (resp. ``min(N − 1, d)``), the
             raw weight ESS below 1.5 (one proposal holds the mass), ``stein_ratio`` outside
-            ``stein_band``, a per-coordinate ratio outside ``coordinate_stein_band`` (and
+            ``stein_band`` (and significant at level 0.01), a per-coordinate ratio outside ``coordinate_stein_band`` (and
             significant: Bonferroni, level 0.01 over ``d``),
             ``score_bias`` above ``max_score_bias`` or ``scaling_flag``.
         collapsed: the exponential average of ``degenerate`` (weight ``1/verdict.patience``
             per step) is above 1/2: degenerate steps dominate the recent past (the first flag
             comes after 7 degenerate steps in a row with the default patience 10).
+        mass_lost: the cloud stopped covering at least ``verdict.max_mass_loss`` of the mass
+            it covered earlier (``log_evidence`` fell and stayed down; ``ETDState.mass_lost``).
         nonfinite: True if anything non-finite was met this step (a log-density, a score, the
             duals, the preconditioner). Invalid proposals get zero weight; if the plan itself is
             NaN or the move is not finite, the particles stay where they were this step.
@@ -309,11 +335,13 @@ class ETDInfo(NamedTuple):
     scaling_flag: jax.Array
     num_invalid: jax.Array
     cost_scale: jax.Array
+    log_evidence: jax.Array
     proposal_step: jax.Array
     mutation_step_size: jax.Array
     acceptance_rate: jax.Array
     degenerate: jax.Array
     collapsed: jax.Array
+    mass_lost: jax.Array
     nonfinite: jax.Array
 
 
@@ -353,6 +381,9 @@ def init(position: jax.Array, num_proposals: int = NUM_PROPOSALS, *,
         jnp.zeros((), dtype),
         jnp.zeros((), dtype),
         jnp.zeros((), bool),
+        jnp.asarray([0.0, 0.0, 0.0, -jnp.inf], dtype),
+        jnp.zeros((), bool),
+        jnp.ones((), dtype),
     )
 
 
@@ -426,6 +457,7 @@ class _Judgement(NamedTuple):
     stein_max: jax.Array
     score_bias: jax.Array
     scaling_min: jax.Array
+    mean_bad: jax.Array
     coordinate_bad: jax.Array
     scaling_bad: jax.Array
 
@@ -435,11 +467,10 @@ def _stein_part(x, score, verdict: CollapseCriteria, dtype) -> _Judgement:
     if score is None:
         nan = jnp.full((), jnp.nan, dtype)
         false = jnp.zeros((), bool)
-        return _Judgement(nan, nan, nan, nan, nan, false, false)
+        return _Judgement(nan, nan, nan, nan, nan, false, false, false)
     ev = stein.evidence(x, score)
-    coordinate_bad, scaling_bad = verdict.stein_flags(ev)
     return _Judgement(jnp.mean(ev.linear), jnp.min(ev.linear), jnp.max(ev.linear),
-                      ev.score_bias, jnp.min(ev.scaling), coordinate_bad, scaling_bad)
+                      ev.score_bias, jnp.min(ev.scaling), *verdict.stein_flags(ev))
 
 
 def _propose(key, x, score, white, alpha, clip, num_proposals, log_density_w) -> _Pool:
@@ -457,12 +488,12 @@ def _propose(key, x, score, white, alpha, clip, num_proposals, log_density_w) ->
 
 def _weigh(pool: _Pool, min_weight_ess, n, chunk_size):
     """Step 2: importance weights against the pool's mixture, tempered to the weight guard.
-    Returns ``(log_b, raw weight ESS, temperature, num_invalid)``."""
-    log_b, num_invalid = transport.proposal_log_weights(
+    Returns ``(log_b, raw weight ESS, temperature, num_invalid, log mean weight)``."""
+    log_b, num_invalid, log_mean = transport.proposal_log_weights(
         pool.log_target, pool.proposals, pool.centres, pool.sigma, chunk_size=chunk_size)
     weight_ess = jnp.exp(logspace.log_ess(log_b))
     log_b, temperature = logspace.temper_to_ess(log_b, min_weight_ess * n)
-    return log_b, weight_ess, temperature, num_invalid
+    return log_b, weight_ess, temperature, num_invalid, log_mean
 
 
 def _couple(key, pool: _Pool, log_b, eps, state, sinkhorn: Sinkhorn, *, coupling, update, cost,
@@ -527,8 +558,33 @@ def _adapt(state, weight_ess, acceptance, n, mutation: Mutation,
                 jnp.where(ok, log_mutation_scale, state.log_mutation_scale))
 
 
-def _finish(state, info, positions, plan, statistic, log_step_scale, log_mutation_scale, rate):
-    """Step 7: the new state; non-finite duals restart from zero and a non-finite
+class _Verdicts(NamedTuple):
+    """This step's verdicts and the state they carry on."""
+
+    degenerate: jax.Array
+    rate: jax.Array
+    collapsed: jax.Array
+    evidence: jax.Array
+    mass_lost: jax.Array
+
+
+def _judge(verdict: CollapseCriteria, state, judged: _Judgement, num_distinct, rank, weight_ess,
+           log_evidence, n, d) -> _Verdicts:
+    """Step 7: this step's degenerate flag, the collapse average and the mass-loss test."""
+    with jax.named_scope("verdict"):
+        degenerate = verdict.degenerate(
+            num_distinct=num_distinct, rank=rank, weight_ess=weight_ess,
+            mean_bad=judged.mean_bad, score_bias=judged.score_bias,
+            coordinate_bad=judged.coordinate_bad, scaling_bad=judged.scaling_bad,
+            num_particles=n, dim=d)
+        rate, collapsed = verdict.collapse(state.degenerate_rate, degenerate)
+        evidence, mass_lost = verdict.mass_loss(state.evidence, log_evidence, weight_ess)
+        return _Verdicts(degenerate, rate, collapsed, evidence, mass_lost)
+
+
+def _finish(state, info, positions, plan, statistic, log_step_scale, log_mutation_scale, rate,
+            evidence):
+    """Step 8: the new state; non-finite duals restart from zero and a non-finite
     preconditioner statistic keeps the old one, each reported in ``info.nonfinite``."""
     duals_ok = jnp.all(jnp.isfinite(plan.f)) & jnp.all(jnp.isfinite(plan.g))
     statistic_ok = jnp.all(jnp.isfinite(statistic))
@@ -538,7 +594,9 @@ def _finish(state, info, positions, plan, statistic, log_step_scale, log_mutatio
         jnp.where(duals_ok, plan.f, jnp.zeros_like(plan.f)),
         jnp.where(duals_ok, plan.g, jnp.zeros_like(plan.g)),
         jnp.where(statistic_ok, statistic, state.preconditioner), state.step + 1,
-        log_step_scale, log_mutation_scale, rate, info.collapsed)
+        log_step_scale, log_mutation_scale, rate, info.collapsed, evidence, info.mass_lost,
+        jnp.where(jnp.isfinite(info.weight_temperature), info.weight_temperature,
+                  state.weight_temperature))
     return new_state, info
 
 
@@ -556,20 +614,14 @@ def build_kernel(*, coupling: str = "balanced", update: str = "categorical",
                  chunk_size: int | None = None) -> Callable:
     """The ETD transition for a static structure (cached: equal structure, same function).
 
-    Args:
-        coupling: ``"balanced"``, ``"unbalanced"`` or ``"gibbs"``.
-        update: ``"categorical"`` or ``"barycentric"``.
-        cost: ``"euclidean"`` (``½‖x_i − y_j‖²``) or ``"langevin"`` (``½‖m_i − y_j‖²``, the
-            Langevin-residual cost), both in whitened coordinates and median-normalised.
-        batched: ``logdensity_fn`` / ``score_fn`` take ``(n, d)`` blocks.
-        chunk_size: particle rows per block of every ``N × P`` interaction, or None (dense).
+    Its arguments are :func:`etd`'s ``coupling``, ``update``, ``cost``, ``batched`` and
+    ``chunk_size``: the structure that shapes the compiled step.
 
     Returns:
-        ``kernel(key, state, logdensity_fn, score_fn=None, *, epsilon, proposal_step,
-        step_fraction, score_clip, min_weight_ess, preconditioner, mutation,
-        proposal_adaptation, sinkhorn, verdict) -> (ETDState, ETDInfo)``, its keywords
-        :func:`etd`'s with the same defaults (one definition), any float traced. Inputs are
-        valid (:func:`etd` checked them); ``score_clip = 0`` means no clipping.
+        ``kernel(key, state, logdensity_fn, score_fn=None, **options) -> (ETDState, ETDInfo)``,
+        ``options`` :func:`etd`'s floats and option objects with the same defaults (one
+        definition), any float traced; inputs valid (:func:`etd` checked them), ``score_clip =
+        0``: no clipping.
     """
 
     def kernel(key: jax.Array, state: ETDState, logdensity_fn: Callable,
@@ -588,7 +640,8 @@ def build_kernel(*, coupling: str = "balanced", update: str = "categorical",
             key_prop, key_pick, key_mut = jax.random.split(key, 3)
             base_step = cast(_at(proposal_step, state.step))
             alpha = proposal_adaptation.step_at(base_step, state.log_step_scale,
-                                                state.log_mutation_scale, mutation.steps)
+                                                state.log_mutation_scale,
+                                                state.weight_temperature, mutation.steps)
             h = mutation.step_size_at(base_step, state.log_mutation_scale)
             clip = cast(score_clip)
             with jax.named_scope("preconditioner"):
@@ -601,7 +654,7 @@ def build_kernel(*, coupling: str = "balanced", update: str = "categorical",
             pool = _propose(key_prop, x, score, white, alpha, clip, state.g.shape[0] // n,
                             log_density_w)
             judged = _stein_part(x, score, verdict, dtype)
-            log_b, weight_ess, temperature, num_invalid = _weigh(
+            log_b, weight_ess, temperature, num_invalid, log_mean = _weigh(
                 pool, cast(_resolved_weight_ess(min_weight_ess, mutation)), n, chunk_size)
             eps = cast(_at(epsilon, state.step))
             plan, rows, scale_c = _couple(key_pick, pool, log_b, eps, state, sinkhorn,
@@ -615,13 +668,9 @@ def build_kernel(*, coupling: str = "balanced", update: str = "categorical",
             x_new = _colour_back(x, pool.u, u_new, white, preconditioner.whitens)
             log_step_scale, log_mutation_scale = _adapt(state, weight_ess, acceptance, n,
                                                         mutation, proposal_adaptation)
-            with jax.named_scope("verdict"):
-                degenerate = verdict.degenerate(
-                    num_distinct=num_distinct, rank=rank, weight_ess=weight_ess,
-                    stein_mean=judged.stein_mean, score_bias=judged.score_bias,
-                    coordinate_bad=judged.coordinate_bad, scaling_bad=judged.scaling_bad,
-                    num_particles=n, dim=d)
-                rate, collapsed = verdict.collapse(state.degenerate_rate, degenerate)
+            log_evidence = log_mean + white.log_det
+            verdicts = _judge(verdict, state, judged, num_distinct, rank, weight_ess,
+                              log_evidence, n, d)
             nonfinite = (num_invalid > 0) | bad_score | bad_mut | bad_pre
             info = ETDInfo(
                 solver=SolverStats.of(plan.num_iterations, converged=plan.converged),
@@ -631,10 +680,12 @@ def build_kernel(*, coupling: str = "balanced", update: str = "categorical",
                 stein_ratio_min=judged.stein_min, stein_ratio_max=judged.stein_max,
                 score_bias=judged.score_bias, scaling_ratio_min=judged.scaling_min,
                 scaling_flag=judged.scaling_bad, num_invalid=num_invalid, cost_scale=scale_c,
+                log_evidence=log_evidence,
                 proposal_step=alpha, mutation_step_size=h, acceptance_rate=acceptance,
-                degenerate=degenerate, collapsed=collapsed, nonfinite=nonfinite)
+                degenerate=verdicts.degenerate, collapsed=verdicts.collapsed,
+                mass_lost=verdicts.mass_lost, nonfinite=nonfinite)
             return _finish(state, info, unravel(x_new, structure), plan, statistic,
-                           log_step_scale, log_mutation_scale, rate)
+                           log_step_scale, log_mutation_scale, verdicts.rate, verdicts.evidence)
 
     return kernel
 
@@ -666,100 +717,64 @@ def _option(name, value, cls):
     return value.checked()
 
 
-def etd(
-    logdensity_fn: Callable,
-    *,
-    score_fn: Callable | str | None = None,
-    num_proposals: int = NUM_PROPOSALS,
-    epsilon=EPSILON,
-    proposal_step=PROPOSAL_STEP,
-    score_clip: float | None = SCORE_CLIP,
-    coupling: str = "balanced",
-    update: str = "categorical",
-    step_fraction: float = STEP_FRACTION,
-    cost: str = "euclidean",
-    preconditioner=PRECONDITIONER,
-    min_weight_ess: float | None = None,
-    mutation: Mutation = MUTATION,
-    proposal_adaptation: ProposalAdaptation = PROPOSAL_ADAPTATION,
-    sinkhorn: Sinkhorn = SINKHORN,
-    verdict: CollapseCriteria = VERDICT,
-    batched: bool = False,
-    chunk_size: int | None = None,
-) -> SamplingAlgorithm:
+def etd(logdensity_fn: Callable, *, score_fn: Callable | str | None = None,
+        num_proposals: int = NUM_PROPOSALS, epsilon=EPSILON, proposal_step=PROPOSAL_STEP,
+        score_clip: float | None = SCORE_CLIP, coupling: str = "balanced",
+        update: str = "categorical", step_fraction: float = STEP_FRACTION,
+        cost: str = "euclidean", preconditioner=PRECONDITIONER,
+        min_weight_ess: float | None = None, mutation: Mutation = MUTATION,
+        proposal_adaptation: ProposalAdaptation = PROPOSAL_ADAPTATION,
+        sinkhorn: Sinkhorn = SINKHORN, verdict: CollapseCriteria = VERDICT,
+        batched: bool = False, chunk_size: int | None = None) -> SamplingAlgorithm:
     """Entropic transport descent (ETD) particle sampler.
 
-    See the module docstring for the update rule, the adaptive defaults and how to choose
-    ``epsilon``, ``proposal_step`` and ``preconditioner``. Without ``score_fn`` the sampler is
-    score-free: it evaluates only ``logdensity_fn`` and never differentiates it. Every float
-    argument, and every float option of the option objects, is a traced value of the step
-    (sweeps and ``jax.vmap`` over it share one compilation).
+    The module docstring has the update rule, the defaults and how to choose the options.
+    Every float, the option objects' too, is traced (sweeps and ``jax.vmap`` compile once).
 
     Args:
-        logdensity_fn: ``log π(x)`` up to a constant for one point ``x`` of shape ``(d,)`` or a
-            pytree (a dict of parameters, …), returning a scalar (``batched=True``: ``(n, d) ->
-            (n,)``). NaN or ±inf values are allowed: such proposals get zero weight.
-        score_fn: ``"autodiff"`` (differentiate ``logdensity_fn`` inside the compiled step:
-            the cache key is the density alone, so a sweep over any float hyper-parameter
-            compiles once; an inline ``jax.grad(logdensity_fn)`` is recognised as the same),
-            ``∇ log π(x)`` for one point as your own function, or None for the score-free
-            sampler (random-walk proposals, random-walk Metropolis mutation).
+        logdensity_fn: ``log π(x)`` up to a constant for one point ``(d,)`` or a pytree, a
+            scalar (``batched``: ``(n, d) -> (n,)``); NaN/±inf proposals get zero weight.
+        score_fn: ``"autodiff"`` (differentiated in the step; so is an inline ``jax.grad(
+            logdensity_fn)``), your ``∇log π`` for one point, or None: score-free.
         num_proposals: proposals per particle ``M >= 1``; the pool has ``P = N·M`` points.
-        epsilon: entropic regularisation ``ε > 0`` relative to the median cost; or a 1-D array,
-            a schedule (entry ``t`` at step ``t``, the last one held).
-        proposal_step: the initial ``α > 0`` in whitened units: centres move by
-            ``α·Σ·score``, proposal std ``√(2α)`` (whitened); or a 1-D schedule. It follows
-            the mutation step and, with ``proposal_adaptation.rate > 0``, a weight-ESS target
-            (``info.proposal_step``).
-        score_clip: whitened scores are rescaled to at most this norm; ``None``, ``0`` or
-            ``inf``: no clipping (the reference code's convention).
-        coupling: ``"balanced"`` (Sinkhorn, both marginals), ``"unbalanced"`` (KL penalty
-            ``sinkhorn.rho`` on the proposal marginal) or ``"gibbs"`` (semi-relaxed, one pass,
-            no iterations).
+        epsilon: entropic regularisation ``ε > 0`` relative to the median cost, or a 1-D
+            schedule (entry ``t`` at step ``t``, the last one held).
+        proposal_step: ``α > 0`` in whitened units (centres move by ``α·Σ·score``, proposal sd
+            ``√(2α)``), or a 1-D schedule; ``proposal_adaptation`` may move it.
+        score_clip: whitened scores are rescaled to at most this norm (None, 0, inf: none).
+        coupling: ``"balanced"`` (Sinkhorn), ``"unbalanced"`` (KL penalty ``sinkhorn.rho`` on
+            the proposal marginal) or ``"gibbs"`` (semi-relaxed, no iterations).
         update: ``"categorical"`` (draw a proposal from the row) or ``"barycentric"`` (row mean).
         step_fraction: damping ``η ∈ (0, 1]``: ``x ← (1−η)x + η·target``.
-        cost: ``"euclidean"`` (``½‖x_i − y_j‖²``, Mahalanobis when preconditioned) or
-            ``"langevin"`` (``½‖m_i − y_j‖²`` from the Langevin centres: the reference code's
-            LRET cost up to its scale, which the median normalisation removes).
-        preconditioner: a :mod:`~jaxsample.particles.preconditioners` object or its shorthand:
-            ``"ensemble"`` (default, :class:`~jaxsample.particles.preconditioners.Ensemble`),
-            ``"fisher"`` (:class:`~jaxsample.particles.preconditioners.Fisher`; needs a score),
-            ``"diagonal"``, None (identity: the paper's unpreconditioned sampler), a fixed lower
-            Cholesky factor ``L`` of a covariance (e.g. the ``chol`` of
-            :func:`~jaxsample.particles.laplace_preconditioner`) or ``Precision(P)``. Proposals,
-            cost and mutation live in the whitened coordinates ``L⁻¹x``.
-        min_weight_ess: the weight guard, a fraction of ``N``: when the importance weights' ESS
-            falls below ``min_weight_ess·N`` they are tempered, ``b ∝ b^β`` with the largest
-            ``β`` that restores it (``info.weight_temperature``). Tempered weights target
-            ``q^{1−β}π^β``, not ``π``: the mutation steps pull the cloud back. None (default):
-            0.1 with mutation steps, off (0) without.
-        mutation: the π-invariant moves after each update and their step's adaptation
-            (:class:`~jaxsample.particles.Mutation`; default 2 MALA steps adapted towards
-            0.574 acceptance; ``Mutation(steps=0)`` is the paper's plain ETD step).
-        proposal_adaptation: how the proposal step moves
-            (:class:`~jaxsample.particles.ProposalAdaptation`).
-        sinkhorn: the coupling solver's tolerance, cap, criterion, warm start and ``ρ``
-            (:class:`~jaxsample.particles.Sinkhorn`).
-        verdict: when the cloud is flagged ``collapsed``
-            (:class:`~jaxsample.diagnostics.CollapseCriteria`: distinct particles, effective
-            rank, weight ESS and the Stein tests, with their bands and patience).
+        cost: ``"euclidean"`` (``½‖x_i − y_j‖²``, whitened) or ``"langevin"`` (``½‖m_i −
+            y_j‖²`` from the Langevin centres, the reference code's LRET cost).
+        preconditioner: a :mod:`~jaxsample.particles.preconditioners` object or a shorthand
+            (``"ensemble"``, ``"fisher"`` (needs a score), ``"diagonal"``), None (identity, the
+            paper's sampler), a lower Cholesky factor ``L`` of a covariance (the ``chol`` of
+            :func:`~jaxsample.particles.laplace_preconditioner`) or ``Precision(P)``.
+        min_weight_ess: weights whose ESS falls below ``min_weight_ess·N`` are tempered, ``b
+            ∝ b^β``, targeting ``q^{1−β}π^β`` (the mutation pulls back). None: 0.1 with
+            mutation, 0 without.
+        mutation: the π-invariant moves and their adaptation (:class:`~jaxsample.particles.
+            Mutation`; ``Mutation(steps=0)`` is the paper's plain step).
+        proposal_adaptation: how ``α`` moves (:class:`~jaxsample.particles.ProposalAdaptation`).
+        sinkhorn: the coupling solver's settings (:class:`~jaxsample.particles.Sinkhorn`).
+        verdict: the ``collapsed`` and ``mass_lost`` criteria (:class:`~jaxsample.
+            diagnostics.CollapseCriteria`).
         batched: ``logdensity_fn`` (and ``score_fn``) take ``(n, d)`` blocks.
-        chunk_size: if given, every ``N × P`` interaction (mixture density, Sinkhorn, row draws)
-            is computed ``chunk_size`` rows at a time and the ``N × P`` matrix never exists:
-            memory ``O(chunk_size · P)``. ``None``: dense, faster for small problems.
+        chunk_size: every ``N × P`` interaction in blocks of ``chunk_size`` rows (memory
+            ``O(chunk_size·P)``), or None: dense.
 
     Returns:
-        A :class:`~jaxsample.SamplingAlgorithm` with ``init(position, *, rng_key=None)``
-        (``position`` ``(N, d)``, or a pytree whose leaves share the leading ``N``: flattened
-        once, and ``state.positions`` comes back in the same structure; finite, floating; an
-        eager ``init`` refuses a start where ``logdensity_fn`` is finite at no particle) and
-        ``step(key, state) -> (ETDState, ETDInfo)``.
+        A :class:`~jaxsample.SamplingAlgorithm`: ``init(position, *, rng_key=None)``
+        (``position`` ``(N, d)`` or a pytree with leading ``N``, finite; an eager ``init``
+        refuses a start where ``logdensity_fn`` is finite nowhere) and ``step(key, state) ->
+        (ETDState, ETDInfo)``.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> import jaxsample
-        >>> logdensity = lambda x: -0.5 * jnp.sum(x**2)
-        >>> alg = jaxsample.etd(logdensity, num_proposals=5)
+        >>> alg = jaxsample.etd(lambda x: -0.5 * jnp.sum(x**2), num_proposals=5)
         >>> state = alg.init(2.0 * jax.random.normal(jax.random.key(0), (50, 2)))
         >>> state, info = jaxsample.run(jax.random.key(1), alg, state, num_steps=20)
         >>> state.positions.shape, info.solver.num_iterations.shape, bool(state.collapsed)
@@ -768,11 +783,31 @@ def etd(
     check_callable("logdensity_fn", logdensity_fn)
     score_fn = resolve_score_fn(score_fn, logdensity_fn, default=None)
     num_proposals = check_int("num_proposals", num_proposals, 1)
+    hyper = _checked_options(score_fn, epsilon, proposal_step, step_fraction, score_clip,
+                             min_weight_ess, preconditioner, mutation, proposal_adaptation,
+                             sinkhorn, verdict)
+    kernel = build_kernel(coupling=check_choice("coupling", coupling, transport.COUPLINGS),
+                          update=check_choice("update", update, transport.UPDATES),
+                          cost=check_choice("cost", cost, COSTS), batched=bool(batched),
+                          chunk_size=check_chunk_size(chunk_size))
+
+    def init_fn(position, *, rng_key: jax.Array | None = None) -> ETDState:
+        return _checked_init(position, logdensity_fn, score_fn, num_proposals,
+                             hyper["preconditioner"], batched, rng_key)
+
+    return SamplingAlgorithm(init_fn, Step(kernel, logdensity_fn=logdensity_fn,
+                                           score_fn=score_fn, **hyper))
+
+
+def _checked_options(score_fn, epsilon, proposal_step, step_fraction, score_clip,
+                     min_weight_ess, preconditioner, mutation, proposal_adaptation, sinkhorn,
+                     verdict) -> dict:
+    """:func:`etd`'s traced options, validated (each error names its argument)."""
     pre = preconditioners.resolve(preconditioner)
     if pre.needs_score and score_fn is None:
         raise ValueError("preconditioner='fisher' needs a score: pass score_fn='autodiff' (or "
                          "your own), or choose preconditioner='ensemble'")
-    hyper = dict(
+    return dict(
         epsilon=_schedule("epsilon", epsilon),
         proposal_step=_schedule("proposal_step", proposal_step),
         step_fraction=check_hyperparameter("step_fraction", step_fraction, maximum=1.0),
@@ -786,32 +821,26 @@ def etd(
         sinkhorn=_option("sinkhorn", sinkhorn, Sinkhorn),
         verdict=_option("verdict", verdict, CollapseCriteria),
     )
-    kernel = build_kernel(
-        coupling=check_choice("coupling", coupling, transport.COUPLINGS),
-        update=check_choice("update", update, transport.UPDATES),
-        cost=check_choice("cost", cost, COSTS),
-        batched=bool(batched),
-        chunk_size=check_chunk_size(chunk_size),
-    )
-    step = Step(kernel, logdensity_fn=logdensity_fn, score_fn=score_fn, **hyper)
 
-    def init_fn(position, *, rng_key: jax.Array | None = None) -> ETDState:
-        position = check_position("position", position, batch_ndim=1)
-        if jax.tree.structure(position).num_nodes == 1:  # a bare array: the flat path
-            check_array("position", position, ndim=2, layout="(num_particles, dim)")
-        flat, structure = ravel(position, 1)
-        flat = check_array("position", flat, ndim=2, min_rows=2)
-        d = flat.shape[1]
-        log_fn, flat_score = _flat_functions(logdensity_fn, score_fn, structure, batched)
-        point = jax.ShapeDtypeStruct((2, d) if batched else (d,), flat.dtype)
-        check_fn_output("logdensity_fn", log_fn, point, (2,) if batched else ())
-        if flat_score is not None:
-            check_fn_output("score_fn", flat_score, point, point.shape)
-        pre.check_start(flat.shape[0], d)
-        check_initial_logdensity("logdensity_fn", logdensity_fn,
-                                 _log_density(log_fn, flat, batched), position, batch_ndim=1)
-        state = init(flat, num_proposals, preconditioner=pre, score_fn=flat_score,
-                     batched=batched, rng_key=rng_key)
-        return state._replace(positions=unravel(state.positions, structure))
 
-    return SamplingAlgorithm(init_fn, step)
+def _checked_init(position, logdensity_fn, score_fn, num_proposals, pre, batched,
+                  rng_key) -> ETDState:
+    """:func:`etd`'s ``init``: the start checked (shape, the functions' outputs, the
+    preconditioner's needs, a finite density somewhere), flattened, and :func:`init`."""
+    position = check_position("position", position, batch_ndim=1)
+    if jax.tree.structure(position).num_nodes == 1:  # a bare array: the flat path
+        check_array("position", position, ndim=2, layout="(num_particles, dim)")
+    flat, structure = ravel(position, 1)
+    flat = check_array("position", flat, ndim=2, min_rows=2)
+    d = flat.shape[1]
+    log_fn, flat_score = _flat_functions(logdensity_fn, score_fn, structure, batched)
+    point = jax.ShapeDtypeStruct((2, d) if batched else (d,), flat.dtype)
+    check_fn_output("logdensity_fn", log_fn, point, (2,) if batched else ())
+    if flat_score is not None:
+        check_fn_output("score_fn", flat_score, point, point.shape)
+    pre.check_start(flat.shape[0], d)
+    check_initial_logdensity("logdensity_fn", logdensity_fn,
+                             _log_density(log_fn, flat, batched), position, batch_ndim=1)
+    state = init(flat, num_proposals, preconditioner=pre, score_fn=flat_score,
+                 batched=batched, rng_key=rng_key)
+    return state._replace(positions=unravel(state.positions, structure))
