@@ -278,7 +278,7 @@ def _clamp_table(num_puzzles, nfes):
              "uniform valid grid; d = 8 random unit embeddings, the default vMF path. Clamped "
              "cells never move (clues kept = 1 by construction); the free cells follow the "
              "model, which samples the exact conditional law only when it reads the clues as "
-             "clean (tests/test_vmf.py checks that law by enumeration on a chain)."]
+             "clean (tests/diffusion/test_vmf.py checks that law by enumeration on a chain)."]
     return BenchTable("Sudoku-4 solved from clues: clamp=(mask, clues) and posterior='logits'",
                       rows, notes)
 

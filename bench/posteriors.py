@@ -359,7 +359,8 @@ def item_response_data(seed: int = IRT_SEED, num_students: int = IRT_NUM_STUDENT
     over students × questions) and the responses of all pairs (``random() < sigmoid(alpha_s -
     beta_q + delta)``), of which the observed ones are kept. Only PCG64's ``standard_normal`` and
     ``random`` streams are used: they have not changed since NumPy 1.17 (NEP 19 does not promise
-    it; ``tests/test_posteriors.py`` pins counts of the data, so a change would fail loudly).
+    it; ``tests/particles/test_posteriors.py`` pins counts of the data, so a change would fail
+    loudly).
 
     Returns:
         ``student`` and ``question`` (int32 indices of the observed pairs, ``(m,)``),
