@@ -50,7 +50,7 @@ from blackjax.smc.resampling import systematic
 from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
 from blackjax.smc.tuning.from_particles import inverse_mass_matrix_from_particles
 
-__all__ = ["adaptive_tempered_smc"]
+__all__ = ["adaptive_tempered_smc", "counted", "tallied"]
 
 TARGET_ACCEPTANCE = {"mala": 0.574, "hmc": 0.65}
 
@@ -92,6 +92,18 @@ def counted(logdensity_fn: Callable) -> Callable:
         return jax.jvp(logdensity_fn, (x,), tangents)
 
     return logdensity
+
+
+def tallied(fn: Callable, *args, **kwargs):
+    """``(fn(*args, **kwargs), counts)``: the result (blocked on) and the evaluations of every
+    :func:`counted` density it ran, ``counts = {"density_evals", "gradient_evals"}`` (densities
+    include those with a gradient)."""
+    jax.effects_barrier()
+    _TALLY.update(density=0, gradient=0)
+    out = jax.block_until_ready(fn(*args, **kwargs))
+    jax.effects_barrier()
+    return out, {"density_evals": _TALLY["density"] + _TALLY["gradient"],
+                 "gradient_evals": _TALLY["gradient"]}
 
 
 @functools.partial(jax.jit, static_argnames=("logdensity_fn", "kernel", "num_mcmc_steps",
@@ -182,16 +194,12 @@ def adaptive_tempered_smc(key, logdensity_fn: Callable, positions, *, prior_scal
     if kernel not in TARGET_ACCEPTANCE:
         raise ValueError(f"kernel: expected one of {sorted(TARGET_ACCEPTANCE)}, got {kernel!r}")
     positions = jnp.asarray(positions)
-    jax.effects_barrier()
-    _TALLY.update(density=0, gradient=0)
-    particles, num_stages, temperature, started_at = jax.block_until_ready(_run(
-        key, logdensity_fn, positions, jnp.asarray(prior_scale, positions.dtype),
+    (particles, num_stages, temperature, started_at), counts = tallied(
+        _run, key, logdensity_fn, positions, jnp.asarray(prior_scale, positions.dtype),
         jnp.asarray(target_ess, positions.dtype), kernel=kernel, num_mcmc_steps=num_mcmc_steps,
-        num_integration_steps=num_integration_steps, max_stages=max_stages))
-    jax.effects_barrier()
+        num_integration_steps=num_integration_steps, max_stages=max_stages)
     return particles, {
-        "density_evals": _TALLY["density"] + _TALLY["gradient"],
-        "gradient_evals": _TALLY["gradient"],
+        **counts,
         "num_stages": int(num_stages),
         "final_temperature": float(temperature),
         "reached_one": bool(temperature >= 1.0) and bool(started_at >= 1.0),
