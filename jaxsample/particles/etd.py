@@ -38,11 +38,11 @@ are healthy, and from ``d ≈ 20`` they are not: the mixture of ``N`` Gaussians 
 density for the pool, the weight ESS falls to 1–2, every particle lands on one or two
 proposals, and the cloud collapses for good (German credit, d = 21, and the Brownian bridge,
 d = 30: one distinct particle after 500 steps). With the defaults below ETD is calibrated on
-eight schools, German credit, the Brownian bridge and the banana (sd ratio 0.80–1.01, mean
-bias² ≤ 0.023), and on radon, stochastic volatility and an ill-conditioned Gaussian
-(d = 90–103) it is not, and raises ``collapsed`` (:data:`ETD_HARD` below calibrates it
-there); on Neal's funnel and the centred eight schools the cloud stays in the neck, and the
-scale-mixture Stein test below raises ``collapsed``. So by default:
+eight schools, German credit, the Brownian bridge and the banana (sd ratio 0.93–1.05, mean
+bias² ≤ 0.014; the table of 2026-12-08), and on radon, stochastic volatility and an
+ill-conditioned Gaussian (d = 90–103) it is not, and raises ``collapsed``
+(:data:`ETD_HARD` below calibrates it there); on Neal's funnel the cloud stays in the neck,
+and the scale-mixture Stein test below raises ``collapsed``. So by default:
 
 - ``Mutation(steps=2)``: π-invariant MALA moves after every update, their step adapted towards
   0.574 acceptance (``Mutation.adaptation_rate``). The proposal step follows it only while the
@@ -308,8 +308,8 @@ class ETDInfo(NamedTuple):
         degenerate: this step looked degenerate: distinct proposals taken or the cloud's
             effective rank below ``verdict.fraction`` of ``N`` (resp. ``min(N − 1, d)``), the
             raw weight ESS below 1.5 (one proposal holds the mass), ``stein_ratio`` outside
-            ``stein_band`` (and significant at level 0.01), a per-coordinate ratio outside ``coordinate_stein_band`` (and
-            significant: Bonferroni, level 0.01 over ``d``),
+            ``stein_band`` (and significant at level 0.01), a per-coordinate ratio outside
+            ``coordinate_stein_band`` (and significant: Bonferroni, level 0.01 over ``d``),
             ``score_bias`` above ``max_score_bias`` or ``scaling_flag``.
         collapsed: the exponential average of ``degenerate`` (weight ``1/verdict.patience``
             per step) is above 1/2: degenerate steps dominate the recent past (the first flag

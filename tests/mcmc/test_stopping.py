@@ -232,6 +232,13 @@ class _LevelTable(eqx.Module):
         return self.raw[level, i]
 
 
+def _rung(p0, pi, level, levels):
+    """Rung ``level``'s tempered law ``p0^{1−β} π^β``, normalised, ``β = (level + 1)/levels``."""
+    beta = (level + 1) / levels
+    pi_l = p0 ** (1 - beta) * pi**beta
+    return pi_l / pi_l.sum()
+
+
 def _double_well(n=10):
     """A discretised double well ``exp(−3(x² − 1)²)`` on ``[−1.6, 1.6]`` and a ``N(0, 1)``
     start: p₀ puts its mass on the barrier."""
@@ -257,9 +264,7 @@ def test_multilevel_tabular_optimum_is_exact(x64):
     levels = 3
     start, total = p0, 0.0
     for level in range(levels):
-        beta = (level + 1) / levels
-        pi_l = p0 ** (1 - beta) * pi**beta
-        pi_l /= pi_l.sum()
+        pi_l = _rung(p0, pi, level, levels)
         k = _metropolis(pi_l, _ring)
         sigma, info = optimal_stop_tabular(k, start, pi_l)
         start, law = terminal_law(k, start, sigma)
@@ -311,9 +316,7 @@ def test_multilevel_training_matches_tabular_optimum(x64):
         train_stopping(jax.random.key(1), build(logpi), logpi, logp0, start, levels=levels)
     previous, learned_law = p0, p0
     for level in range(levels):
-        beta = (level + 1) / levels
-        pi_l = p0 ** (1 - beta) * pi**beta
-        pi_l /= pi_l.sum()
+        pi_l = _rung(p0, pi, level, levels)
         k = _metropolis(pi_l, _global)
         _, optimum = optimal_stop_tabular(k, previous, pi_l)
         learned = jax.vmap(net.at_level(level))(jnp.arange(n))
