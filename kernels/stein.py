@@ -77,10 +77,18 @@ def linear_z(x: jax.Array, score: jax.Array) -> jax.Array:
     directions), so a band on the ratio alone raises false alarms on exact draws; with the
     z-score the band needs evidence too.
     """
-    n = x.shape[0]
-    terms = 1 + (x - jnp.mean(x, axis=0, keepdims=True)) * score
+    return _z(_linear_terms(x, score))
+
+
+def _linear_terms(x, score):
+    """``T_ik = 1 + (x_ik − x̄_k) s_ik`` ``(N, d)``, mean zero under ``π``."""
+    return 1 + (x - jnp.mean(x, axis=0, keepdims=True)) * score
+
+
+def _z(terms):
+    """``√N·mean_i T_i / sd_i T_i`` along the first axis (0 where the terms are constant)."""
     mean, sd = jnp.mean(terms, axis=0), jnp.std(terms, axis=0)
-    return jnp.where(sd > 0, jnp.sqrt(n * 1.0) * mean / jnp.where(sd > 0, sd, 1),
+    return jnp.where(sd > 0, jnp.sqrt(terms.shape[0] * 1.0) * mean / jnp.where(sd > 0, sd, 1),
                      jnp.zeros_like(mean))
 
 
@@ -93,11 +101,7 @@ def mean_z(x: jax.Array, score: jax.Array) -> jax.Array:
     of the bench's banana, 100 points: sd 1.07, outside ``(0.6, 1.6)`` on 63 % of clouds), so a
     band on the ratio alone flags exact samples; with the z-score the band needs evidence too.
     """
-    n = x.shape[0]
-    terms = 1 + jnp.mean((x - jnp.mean(x, axis=0, keepdims=True)) * score, axis=-1)
-    mean, sd = jnp.mean(terms), jnp.std(terms)
-    return jnp.where(sd > 0, jnp.sqrt(n * 1.0) * mean / jnp.where(sd > 0, sd, 1),
-                     jnp.zeros_like(mean))
+    return _z(jnp.mean(_linear_terms(x, score), axis=-1))
 
 
 def score_bias(score: jax.Array) -> jax.Array:

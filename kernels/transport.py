@@ -172,12 +172,10 @@ def proposal_log_weights(
         log_q = chunking.map_rows(log_mixture, proposals, chunk_size=chunk_size)
         valid = jnp.isfinite(log_target)
         log_b = jnp.where(valid, log_target - log_q, -jnp.inf)
-        # q's normalisation: 1/N per component, (2πσ²)^{-d/2} per Gaussian
+        # q's normalisation: 1/N per component, (2πσ²)^{-d/2} = (π/inv_two_var)^{-d/2} each
         num_centres, dim = centres.shape
-        log_norm = (-math.log(num_centres)
-                    - 0.5 * dim * jnp.log(2 * math.pi / (2 * inv_two_var)))
-        log_mean = (jax.nn.logsumexp(log_b) - log_norm
-                    - math.log(proposals.shape[0]))
+        log_norm = -math.log(num_centres) - 0.5 * dim * jnp.log(math.pi / inv_two_var)
+        log_mean = jax.nn.logsumexp(log_b) - log_norm - math.log(proposals.shape[0])
         any_valid = jnp.any(valid)
         top = jnp.max(log_b)
         log_b = jnp.where(valid, jnp.maximum(log_b, top - jnp.asarray(floor, dtype)), -jnp.inf)

@@ -177,7 +177,7 @@ class CollapseCriteria(eqx.Module):
         dtype = evidence.dtype
         total, weighted, squares, best = evidence[0], evidence[1], evidence[2], evidence[3]
         forget = jnp.asarray(1 - 1 / self.patience, dtype)
-        precision = jnp.maximum(weight_ess, 1.0)  # 1 / the step's variance, 1/ESS
+        precision = weight_ess  # 1 / the step's variance 1/ESS
         ok = jnp.isfinite(log_evidence) & (weight_ess >= jnp.asarray(MASS_MIN_ESS, dtype))
         total = jnp.where(ok, forget * total + precision, total)
         weighted = jnp.where(ok, forget * weighted + precision * log_evidence, weighted)

@@ -143,7 +143,8 @@ class ProposalAdaptation(eqx.Module):
         follows = self.follows_mutation
         if isinstance(follows, np.bool_):
             follows = bool(follows)
-        if not any(follows is c or (isinstance(c, str) and follows == c) for c in FOLLOWS):
+        # bool | str: 1 == True would pass the membership test alone
+        if not isinstance(follows, bool | str) or follows not in FOLLOWS:
             raise ValueError("follows_mutation must be True, False or 'tempered', got "
                              f"{follows!r}")
         return ProposalAdaptation(
